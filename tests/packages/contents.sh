@@ -1,0 +1,50 @@
+#!/bin/bash
+# What the packages in out/ carry: the kernel, its modules and MKTME config
+# in linux-image; what an out-of-tree module build needs in linux-headers,
+# proven by building tests/module against them.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/tap.sh
+. "$here/../tap.sh"
+top=$(cd "$here/../.." && pwd)
+out=${MKTME_OUT:-$top/out}
+
+image=$(ls "$out"/linux-image-*.deb)
+headers=$(ls "$out"/linux-headers-*.deb)
+release=$(dpkg-deb -f "$image" Package)
+release=${release#linux-image-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dpkg-deb -c "$image" | awk '{print $6}' >"$work/image.list"
+
+tap_plan 9
+tap_check "linux-image carries /boot/vmlinuz-$release" \
+	grep -qx "./boot/vmlinuz-$release" "$work/image.list"
+tap_check "linux-image carries System.map and config" \
+	bash -c "grep -qx './boot/System.map-$release' '$work/image.list' &&
+		grep -qx './boot/config-$release' '$work/image.list'"
+tap_check "linux-image carries modules" \
+	grep -qE "^\./lib/modules/$release/kernel/.*\.ko$" "$work/image.list"
+dpkg-deb -x "$image" "$work/image"
+tap_check "/boot/config-$release has CONFIG_X86_INTEL_MKTME=y" \
+	grep -qx CONFIG_X86_INTEL_MKTME=y "$work/image/boot/config-$release"
+tap_check "linux-image runs the /etc/kernel hooks" \
+	bash -c "dpkg-deb -e '$image' '$work/control' &&
+		grep -q /etc/kernel/postinst.d '$work/control/postinst' &&
+		grep -q /etc/kernel/postrm.d '$work/control/postrm'"
+
+dpkg-deb -x "$headers" "$work/headers"
+kdir=$work/headers/usr/src/linux-headers-$release
+tap_check "linux-headers links /lib/modules/$release/build to its tree" \
+	test "$(readlink "$work/headers/lib/modules/$release/build")" = "/usr/src/linux-headers-$release"
+cp -r "$top/tests/module" "$work/module"
+build_module() {
+	make -C "$kdir" M="$work/module" modules >"$work/module.log" 2>&1 ||
+		{ cat "$work/module.log"; return 1; }
+}
+tap_check "an out-of-tree module builds against linux-headers" build_module
+tap_check "the module's vermagic is $release" \
+	bash -c "modinfo -F vermagic '$work/module/mktme_hello.ko' | grep -q '^$release '"
+tap_check "modpost resolved every symbol from the packaged Module.symvers" \
+	bash -c "! grep -i 'undefined\|warning' '$work/module.log'"
+tap_done
