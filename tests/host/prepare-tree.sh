@@ -34,7 +34,7 @@ make_patch 0001-alpha.patch alpha.c "alpha line 5" "alpha line five"
 make_patch 0002-beta.patch beta.c "beta line 7" "beta line seven"
 printf '0001-alpha.patch\n0002-beta.patch\n' >"$top/patches/series"
 
-tap_plan 8
+tap_plan 9
 tap_check "applies the series" "$top/scripts/prepare-tree"
 tap_check "patched content is there" grep -qx "beta line seven" "$tree/beta.c"
 
@@ -53,6 +53,10 @@ changed_ok() {
 tap_check "the changed patch's file has the new content and a new time" changed_ok
 tap_check "a file whose content did not change keeps its time" \
 	test "$(mtime beta.c)" = "$before_beta"
+make_patch 0002-beta.patch beta.c "beta line 8" "beta line eight"
+tap_check "a changed second patch applies again, then all is up to date" \
+	bash -c "'$top/scripts/prepare-tree' >/dev/null &&
+		'$top/scripts/prepare-tree' | grep -q 'up to date'"
 
 # A patch whose removed line is not in the tree.
 make_patch 0003-broken.patch alpha.c "alpha line 20" "alpha line twenty"

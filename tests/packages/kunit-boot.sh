@@ -1,17 +1,17 @@
 #!/bin/bash
 # Boot the packaged kernel bare under QEMU (no root file system): its
 # built-in KUnit suites for MKTME run at boot and print KTAP on the serial
-# console; each case becomes a test point here. With MKTME_QEMU and
-# MKTME_CPU pointing at the MKTME platform model, the cases that need
-# MKTME hardware run too; elsewhere they are skipped, as KUnit reports.
+# console; each case becomes a test point here. Two machines: Debian's QEMU
+# (no MKTME: the kernel must behave as before, the cases that need MKTME
+# skip) and the MKTME platform model (vm/qemu) with 3 KeyID bits, where the
+# kernel must find 7 KeyIDs and take their bits out of physical_mask.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh
 . "$here/../tap.sh"
 top=$(cd "$here/../.." && pwd)
 out=${MKTME_OUT:-$top/out}
-qemu=${MKTME_QEMU:-qemu-system-x86_64}
-cpu=${MKTME_CPU:-max}
+model=$("$top/vm/qemu/build" 2>/dev/null | tail -n 1)
 suites='mktme*'
 
 work=$(mktemp -d)
@@ -19,38 +19,51 @@ trap 'rm -rf "$work"' EXIT
 dpkg-deb -x "$(ls "$out"/linux-image-*.deb)" "$work/image"
 kernel=$(ls "$work"/image/boot/vmlinuz-*)
 
-# No root file system: the kernel panics after the KUnit run, and QEMU
-# exits instead of rebooting.
-timeout 300 "$qemu" -machine q35 -accel tcg -cpu "$cpu" -m 512 -smp 2 \
-	-nographic -no-reboot -kernel "$kernel" \
-	-append "console=ttyS0 panic=-1 kunit.filter_glob=$suites" \
-	>"$work/console.log" 2>&1 || true
+# boot NAME QEMU CPU: the console log of one boot in $work/NAME.log. With
+# no root file system the kernel panics after the KUnit run, and QEMU exits
+# instead of rebooting.
+boot() {
+	timeout 300 "$2" -machine q35 -accel tcg -cpu "$3" -m 512 -smp 2 \
+		-global q35-pcihost.pci-hole64-size=1G \
+		-nographic -no-reboot -kernel "$kernel" \
+		-append "console=ttyS0 panic=-1 kunit.filter_glob=$suites" \
+		>"$work/$1.log" 2>&1 || true
+	# KTAP after the printk time stamp: suite results at the top level,
+	# their cases indented by four spaces.
+	sed -n -E 's/^\[[^]]*\] //p' "$work/$1.log" >"$work/$1.ktap"
+}
+boot stock qemu-system-x86_64 max
+boot model "$model" max,vendor=GenuineIntel,mktme-keyid-bits=3
 
-# KTAP after the printk time stamp: suite results at the top level, their
-# cases indented by four spaces.
-sed -n -E 's/^\[[^]]*\] //p' "$work/console.log" >"$work/ktap"
-mapfile -t cases < <(sed -n -E 's/^    ((not )?ok [0-9]+ .*)$/\1/p' "$work/ktap")
-mapfile -t suites_run < <(grep -E '^(not )?ok [0-9]+ ' "$work/ktap")
+mapfile -t stock_cases < <(sed -n -E 's/^    ((not )?ok [0-9]+ .*)$/\1/p' "$work/stock.ktap")
+mapfile -t model_cases < <(sed -n -E 's/^    ((not )?ok [0-9]+ .*)$/\1/p' "$work/model.ktap")
+tap_plan $((${#stock_cases[@]} + ${#model_cases[@]} + 5))
 
-if [ "${#cases[@]}" -eq 0 ]; then
-	echo "1..1"
-	echo "not ok 1 - KUnit suites $suites ran at boot"
-	tail -n 30 "$work/console.log" | sed 's/^/# /'
-	exit 1
-fi
-tap_plan $((${#cases[@]} + 1))
-tap_check "boot log has the KUnit summary of $suites" test "${#suites_run[@]}" -gt 0
-for c in "${cases[@]}"; do
-	TAP_N=$((TAP_N + 1))
-	case $c in
-	"not ok"*)
-		echo "not ok $TAP_N - kunit: ${c#not ok * - }"
-		TAP_FAILED=$((TAP_FAILED + 1))
-		;;
-	*) echo "ok $TAP_N - kunit: ${c#ok * - }" ;;
-	esac
-done
-if [ "$TAP_FAILED" -gt 0 ]; then
-	grep -E 'Expected|ASSERT|EXPECT|mktme' "$work/console.log" | head -n 40 | sed 's/^/# /'
-fi
+# cases_from NAME CASE...: one test point per KUnit case.
+cases_from() {
+	local name=$1 c
+	shift
+	for c in "$@"; do
+		TAP_N=$((TAP_N + 1))
+		case $c in
+		"not ok"*)
+			echo "not ok $TAP_N - kunit ($name): ${c#not ok * - }"
+			TAP_FAILED=$((TAP_FAILED + 1))
+			grep -E 'Expected|ASSERT|EXPECT|mktme' "$work/$name.ktap" | head -n 20 | sed 's/^/# /'
+			;;
+		*) echo "ok $TAP_N - kunit ($name): ${c#ok * - }" ;;
+		esac
+	done
+}
+ran() { [ "$(grep -cE '^(not )?ok [0-9]+ mktme' "$work/$1.ktap")" -gt 0 ] || { tail -n 30 "$work/$1.log"; false; }; }
+tap_check "Debian's QEMU: the KUnit suites $suites ran at boot" ran stock
+tap_check "Debian's QEMU: no MKTME, no KeyID geometry line" \
+	bash -c "! grep -q 'x86/mktme: [0-9]* KeyIDs' '$work/stock.ktap'"
+cases_from stock "${stock_cases[@]}"
+tap_check "MKTME model: the KUnit suites $suites ran at boot" ran model
+tap_check "MKTME model: one line gives 7 KeyIDs with their shift and mask" \
+	grep -qx 'x86/mktme: 7 KeyIDs, KeyID shift 37, KeyID mask 0xe000000000' "$work/model.ktap"
+tap_check "MKTME model: the boot geometry case ran, not skipped" \
+	grep -qE '^    ok [0-9]+ mktme_test_boot_geometry$' "$work/model.ktap"
+cases_from model "${model_cases[@]}"
 tap_done

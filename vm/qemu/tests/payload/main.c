@@ -1,0 +1,722 @@
+/*
+ * MKTME model test payload: CPUID, MSR and PCONFIG semantics and KeyID
+ * memory, checked from inside the guest.  Writes TAP to the debug console
+ * (port 0xe9) and exits through isa-debug-exit (port 0xf4).
+ *
+ * Multiboot command line words:
+ *   keyid_bits=N  expected KeyID bit count (default 6)
+ *   inject        the host injected one DEVICE_BUSY on package 0
+ *   bench         time accesses through KeyID 0 and KeyID 1
+ *   hold          after the tests, halt and wait for the host (QMP)
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#define BUF_PA		0x2000000ULL	/* host-checked buffer, KeyID 1 */
+#define WORK_PA		0x3000000ULL	/* scratch for the other tests */
+#define BENCH_PA	0x4000000ULL
+#define BENCH_BYTES	(4 * 1024 * 1024)
+#define PAGE		4096
+
+#define CMD_DIRECT	0
+#define CMD_RANDOM	1
+#define CMD_CLEAR	2
+#define CMD_NOENC	3
+#define ALG_XTS128	(1 << 8)
+
+#define RFLAGS_CF	(1 << 0)
+#define RFLAGS_PF	(1 << 2)
+#define RFLAGS_AF	(1 << 4)
+#define RFLAGS_ZF	(1 << 6)
+#define RFLAGS_SF	(1 << 7)
+#define RFLAGS_OF	(1 << 11)
+#define RFLAGS_STATUS	(RFLAGS_CF | RFLAGS_PF | RFLAGS_AF | RFLAGS_ZF | \
+			 RFLAGS_SF | RFLAGS_OF)
+
+long catch_call(void (*fn)(void *), void *arg);
+void enter_user(void (*fn)(void), void *stack_top);
+void user_pconfig(void);
+extern char exc_stubs[];
+extern uint64_t gdt[];
+extern uint64_t pml4[512];
+extern uint64_t caught_rip, caught_error;
+
+static void outb(uint16_t port, uint8_t v)
+{
+	__asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static void outl(uint16_t port, uint32_t v)
+{
+	__asm__ volatile("outl %0, %1" : : "a"(v), "Nd"(port));
+}
+
+static void putc_(char c)
+{
+	outb(0xe9, (uint8_t)c);
+}
+
+static void puts_(const char *s)
+{
+	while (*s)
+		putc_(*s++);
+}
+
+static void put_dec(uint64_t v)
+{
+	char buf[24];
+	int i = 0;
+
+	do {
+		buf[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (i)
+		putc_(buf[--i]);
+}
+
+static void put_hex(uint64_t v)
+{
+	int i;
+
+	puts_("0x");
+	for (i = 60; i >= 0; i -= 4)
+		putc_("0123456789abcdef"[(v >> i) & 0xf]);
+}
+
+static void *memset_(void *d, int c, size_t n)
+{
+	uint8_t *p = d;
+
+	while (n--)
+		*p++ = (uint8_t)c;
+	return d;
+}
+
+/* gcc may emit calls to these */
+void *memset(void *d, int c, size_t n)
+{
+	return memset_(d, c, n);
+}
+
+void *memcpy(void *d, const void *s, size_t n)
+{
+	uint8_t *dp = d;
+	const uint8_t *sp = s;
+
+	while (n--)
+		*dp++ = *sp++;
+	return d;
+}
+
+static void exit_qemu(uint32_t code)
+{
+	outl(0xf4, code);
+	for (;;)
+		__asm__ volatile("cli; hlt");
+}
+
+static int tests, failures;
+
+static void ok(int cond, const char *name)
+{
+	tests++;
+	if (!cond) {
+		failures++;
+		puts_("not ");
+	}
+	puts_("ok ");
+	put_dec(tests);
+	puts_(" - ");
+	puts_(name);
+	putc_('\n');
+}
+
+static void diag_hex(const char *what, uint64_t v)
+{
+	puts_("# ");
+	puts_(what);
+	putc_(' ');
+	put_hex(v);
+	putc_('\n');
+}
+
+void unexpected_exception(uint64_t *frame)
+{
+	puts_("Bail out! unexpected exception ");
+	put_dec(frame[0]);
+	puts_(" error ");
+	put_hex(frame[1]);
+	puts_(" at ");
+	put_hex(frame[2]);
+	putc_('\n');
+	exit_qemu(3);
+}
+
+static void cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
+{
+	__asm__ volatile("cpuid"
+			 : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3])
+			 : "a"(leaf), "c"(sub));
+}
+
+static uint64_t rdmsr(uint32_t msr)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(msr));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static void load_cr3(void)
+{
+	uint64_t cr3;
+
+	__asm__ volatile("mov %%cr3, %0; mov %0, %%cr3" : "=r"(cr3) : : "memory");
+}
+
+/* --- descriptor tables ------------------------------------------------ */
+
+struct idt_entry {
+	uint16_t off0, sel;
+	uint8_t ist, type;
+	uint16_t off1;
+	uint32_t off2, zero;
+} __attribute__((packed));
+
+static struct idt_entry idt[32] __attribute__((aligned(16)));
+static uint8_t tss[104] __attribute__((aligned(16)));
+static uint8_t ring0_stack[16384] __attribute__((aligned(16)));
+static uint8_t user_stack[4096] __attribute__((aligned(16)));
+
+static void setup_tables(void)
+{
+	struct {
+		uint16_t limit;
+		uint64_t base;
+	} __attribute__((packed)) idtr;
+	uint64_t base = (uint64_t)tss, stack = (uint64_t)(ring0_stack + sizeof(ring0_stack));
+	int i;
+
+	for (i = 0; i < 32; i++) {
+		uint64_t off = (uint64_t)(exc_stubs + 16 * i);
+
+		idt[i].off0 = (uint16_t)off;
+		idt[i].sel = 0x08;
+		idt[i].ist = 0;
+		idt[i].type = 0x8e;	/* present, DPL 0, interrupt gate */
+		idt[i].off1 = (uint16_t)(off >> 16);
+		idt[i].off2 = (uint32_t)(off >> 32);
+		idt[i].zero = 0;
+	}
+	idtr.limit = sizeof(idt) - 1;
+	idtr.base = (uint64_t)idt;
+	__asm__ volatile("lidt %0" : : "m"(idtr));
+
+	memcpy(tss + 4, &stack, 8);	/* RSP0 */
+	gdt[5] = (sizeof(tss) - 1) | ((base & 0xffffff) << 16) |
+		 (0x89ULL << 40) | (((base >> 24) & 0xff) << 56);
+	gdt[6] = base >> 32;
+	__asm__ volatile("ltr %w0" : : "r"(0x28));
+}
+
+/* --- paging: identity-map 1 GiB at a KeyID alias ------------------------ */
+
+static uint64_t pool[16][512] __attribute__((aligned(4096)));
+static int pool_used;
+
+static uint64_t *pool_alloc(void)
+{
+	uint64_t *p = pool[pool_used++];
+
+	memset_(p, 0, PAGE);
+	return p;
+}
+
+static void map_1g(uint64_t base)
+{
+	uint64_t *pdpt, *pd;
+	unsigned i4 = (base >> 39) & 511, i3 = (base >> 30) & 511, i;
+
+	if (!(pml4[i4] & 1))
+		pml4[i4] = (uint64_t)pool_alloc() | 7;
+	pdpt = (uint64_t *)(pml4[i4] & ~0xfffULL);
+	if (pdpt[i3] & 1)
+		return;
+	pd = pool_alloc();
+	for (i = 0; i < 512; i++)
+		pd[i] = (base + ((uint64_t)i << 21)) | 0x87;
+	pdpt[i3] = (uint64_t)pd | 7;
+	load_cr3();
+}
+
+static unsigned keyid_shift;
+
+static volatile uint8_t *kid(unsigned keyid, uint64_t pa)
+{
+	return (volatile uint8_t *)(((uint64_t)keyid << keyid_shift) | pa);
+}
+
+/* --- PCONFIG ------------------------------------------------------------ */
+
+struct key_program {
+	uint16_t keyid;
+	uint32_t keyid_ctrl;
+	uint8_t rsvd[58];
+	uint8_t key_field_1[64];
+	uint8_t key_field_2[64];
+} __attribute__((packed, aligned(256)));
+
+static struct key_program prog_area[2];
+
+static uint64_t last_rflags;
+
+static uint64_t pconfig_raw(uint64_t leaf, void *prog)
+{
+	uint64_t rax = leaf, flags;
+
+	/* Set every status flag first so that clearing them shows */
+	__asm__ volatile("pushfq\n\t"
+			 "orq %3, (%%rsp)\n\t"
+			 "popfq\n\t"
+			 ".byte 0x0f, 0x01, 0xc5\n\t"
+			 "pushfq\n\t"
+			 "popq %1"
+			 : "+a"(rax), "=r"(flags)
+			 : "b"(prog), "i"(RFLAGS_CF | RFLAGS_PF | RFLAGS_AF | RFLAGS_SF | RFLAGS_OF)
+			 : "memory", "cc");
+	last_rflags = flags;
+	return rax;
+}
+
+static uint64_t program(unsigned keyid, uint32_t ctrl, uint8_t k1, uint8_t k2)
+{
+	struct key_program *p = &prog_area[0];
+	int i;
+
+	memset_(p, 0, sizeof(*p));
+	p->keyid = (uint16_t)keyid;
+	p->keyid_ctrl = ctrl;
+	for (i = 0; i < 16; i++) {
+		p->key_field_1[i] = (uint8_t)(k1 + i);
+		p->key_field_2[i] = (uint8_t)(k2 + i);
+	}
+	return pconfig_raw(0, p);
+}
+
+/* Success: RAX 0, ZF and every other status flag clear */
+static int prog_ok(uint64_t rax)
+{
+	return rax == 0 && !(last_rflags & RFLAGS_STATUS);
+}
+
+/* Failure: RAX = status, ZF set, the other status flags clear */
+static int prog_fails(uint64_t rax, uint64_t status)
+{
+	return rax == status &&
+	       (last_rflags & RFLAGS_STATUS) == RFLAGS_ZF;
+}
+
+static void do_pconfig_misaligned(void *arg)
+{
+	(void)arg;
+	pconfig_raw(0, (uint8_t *)&prog_area[0] + 64);
+}
+
+static void do_pconfig_leaf1(void *arg)
+{
+	(void)arg;
+	pconfig_raw(1, &prog_area[0]);
+}
+
+static uint32_t wr_msr;
+
+static void do_wrmsr(void *arg)
+{
+	(void)arg;
+	__asm__ volatile("wrmsr" : : "c"(wr_msr), "a"(0), "d"(0));
+}
+
+static void do_user(void *arg)
+{
+	(void)arg;
+	enter_user(user_pconfig, user_stack + sizeof(user_stack));
+}
+
+/* --- memory ------------------------------------------------------------- */
+
+static uint8_t pattern_byte(uint64_t off)
+{
+	return (uint8_t)(off * 7 + 3 + (off >> 8));
+}
+
+static void fill(volatile uint8_t *p, size_t n)
+{
+	volatile uint64_t *q = (volatile uint64_t *)p;
+	size_t i, j;
+
+	for (i = 0; i < n / 8; i++) {
+		uint64_t v = 0;
+
+		for (j = 0; j < 8; j++)
+			v |= (uint64_t)pattern_byte(i * 8 + j) << (8 * j);
+		q[i] = v;
+	}
+}
+
+static int matches(volatile uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != pattern_byte(i))
+			return 0;
+	return 1;
+}
+
+/* True if no 16-byte block of p holds its plaintext */
+static int all_blocks_differ(volatile uint8_t *p, size_t n)
+{
+	size_t b, i;
+
+	for (b = 0; b < n; b += 16) {
+		int same = 1;
+
+		for (i = 0; i < 16; i++)
+			if (p[b + i] != pattern_byte(b + i))
+				same = 0;
+		if (same)
+			return 0;
+	}
+	return 1;
+}
+
+static int same_bytes(volatile uint8_t *a, volatile uint8_t *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+static uint64_t bench(volatile uint64_t *p, size_t n)
+{
+	uint64_t t0 = rdtsc(), sum = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = i;
+	for (i = 0; i < n; i++)
+		sum += p[i];
+	if (sum != (uint64_t)n * (n - 1) / 2)
+		puts_("# bench: bad sum\n");
+	return rdtsc() - t0;
+}
+
+/*
+ * Time a write pass and a read pass over BENCH_BYTES through KeyID 0 and
+ * through KeyID 1 (encrypting, or a plain alias with mktme-cipher=off);
+ * the best of seven interleaved runs of each, in alternating order.
+ */
+static void run_bench(void)
+{
+	volatile uint64_t *b0 = (volatile uint64_t *)kid(0, BENCH_PA);
+	volatile uint64_t *b1 = (volatile uint64_t *)kid(1, BENCH_PA);
+	size_t n = BENCH_BYTES / 8;
+	uint64_t t0 = ~0ULL, t1 = ~0ULL, t;
+	int i;
+
+	bench(b0, n);	/* warm up the TLB and the translated code */
+	bench(b1, n);
+	for (i = 0; i < 7; i++) {
+		/* Alternate the order so that neither side is always second */
+		if (i & 1) {
+			t = bench(b1, n);
+			t1 = t < t1 ? t : t1;
+		}
+		t = bench(b0, n);
+		t0 = t < t0 ? t : t0;
+		if (!(i & 1)) {
+			t = bench(b1, n);
+			t1 = t < t1 ? t : t1;
+		}
+	}
+	puts_("# bench keyid0 ");
+	put_dec(t0);
+	puts_(" keyid1 ");
+	put_dec(t1);
+	puts_(" ratio_x1000 ");
+	put_dec(t1 * 1000 / (t0 ? t0 : 1));
+	putc_('\n');
+}
+
+/* --- command line --------------------------------------------------------- */
+
+static const char *cmdline = "";
+
+static int has_word(const char *w)
+{
+	const char *s = cmdline;
+	size_t n = 0;
+
+	while (w[n])
+		n++;
+	while (*s) {
+		size_t i = 0;
+
+		while (i < n && s[i] == w[i])
+			i++;
+		if (i == n && (s[n] == ' ' || s[n] == '\0' || s[n] == '='))
+			return 1;
+		while (*s && *s != ' ')
+			s++;
+		while (*s == ' ')
+			s++;
+	}
+	return 0;
+}
+
+static unsigned word_value(const char *w, unsigned dflt)
+{
+	const char *s = cmdline;
+	size_t n = 0;
+
+	while (w[n])
+		n++;
+	while (*s) {
+		size_t i = 0;
+
+		while (i < n && s[i] == w[i])
+			i++;
+		if (i == n && s[n] == '=') {
+			unsigned v = 0;
+
+			s += n + 1;
+			while (*s >= '0' && *s <= '9')
+				v = v * 10 + (unsigned)(*s++ - '0');
+			return v;
+		}
+		while (*s && *s != ' ')
+			s++;
+		while (*s == ' ')
+			s++;
+	}
+	return dflt;
+}
+
+/* --- tests ---------------------------------------------------------------- */
+
+void kmain(uint32_t mb_info)
+{
+	uint32_t r[4], flags = *(volatile uint32_t *)(uint64_t)mb_info;
+	unsigned want_bits, bits, phys, max_keyid, k;
+	uint64_t act, cap, rax;
+	volatile uint8_t *p0, *p1;
+
+	if (flags & (1 << 2))
+		cmdline = (const char *)(uint64_t)*(volatile uint32_t *)(uint64_t)(mb_info + 16);
+	want_bits = word_value("keyid_bits", 6);
+	setup_tables();
+	puts_("# MKTME model guest tests; command line: ");
+	puts_(cmdline);
+	putc_('\n');
+
+	/* CPUID */
+	cpuid(0, 0, r);
+	ok(r[1] == 0x756e6547 && r[3] == 0x49656e69 && r[2] == 0x6c65746e,
+	   "vendor is GenuineIntel");
+	ok(r[0] >= 0x1b, "max basic leaf reaches 0x1B");
+	cpuid(7, 0, r);
+	ok(r[2] & (1 << 13), "CPUID.7.0:ECX[13] TME");
+	ok(r[3] & (1 << 18), "CPUID.7.0:EDX[18] PCONFIG");
+	cpuid(0x1b, 0, r);
+	ok(r[0] == 1 && r[1] == 1 && r[2] == 0 && r[3] == 0,
+	   "CPUID.1B.0 lists target 1 (MKTME)");
+	cpuid(0x1b, 1, r);
+	ok(r[0] == 0, "CPUID.1B.1 is invalid (end of targets)");
+	cpuid(0x80000008, 0, r);
+	phys = r[0] & 0xff;
+
+	/* MSRs */
+	act = rdmsr(0x982);
+	diag_hex("IA32_TME_ACTIVATE", act);
+	bits = (act >> 32) & 0xf;
+	ok((act & 3) == 3, "IA32_TME_ACTIVATE locked and enabled");
+	ok(((act >> 4) & 0xf) == 0, "IA32_TME_ACTIVATE policy AES-XTS-128");
+	ok(((act >> 48) & 1) == 1, "IA32_TME_ACTIVATE algorithms include AES-XTS-128");
+	ok(bits == want_bits, "IA32_TME_ACTIVATE KeyID bits match mktme-keyid-bits");
+	cap = rdmsr(0x981);
+	diag_hex("IA32_TME_CAPABILITY", cap);
+	ok((cap & 1) && ((cap >> 32) & 0xf) == bits &&
+	   ((cap >> 36) & 0x7fff) == (1U << bits) - 1,
+	   "IA32_TME_CAPABILITY AES-XTS-128, max KeyID bits and keys");
+	wr_msr = 0x982;
+	ok(catch_call(do_wrmsr, NULL) == 13, "WRMSR IA32_TME_ACTIVATE after lock #GP");
+	wr_msr = 0x981;
+	ok(catch_call(do_wrmsr, NULL) == 13, "WRMSR IA32_TME_CAPABILITY #GP");
+
+	if (bits == 0 || bits > 15 || phys < 32 + bits) {
+		puts_("Bail out! no usable KeyID geometry\n");
+		exit_qemu(3);
+	}
+	keyid_shift = phys - bits;
+	max_keyid = (1U << bits) - 1;
+	puts_("# phys-bits ");
+	put_dec(phys);
+	puts_(", KeyID shift ");
+	put_dec(keyid_shift);
+	puts_(", KeyIDs 1-");
+	put_dec(max_keyid);
+	putc_('\n');
+	for (k = 1; k <= 5 && k <= max_keyid; k++)
+		map_1g((uint64_t)k << keyid_shift);
+	map_1g((uint64_t)max_keyid << keyid_shift);
+
+	if (has_word("benchonly")) {
+		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1");
+		run_bench();
+		puts_("1..");
+		put_dec(tests);
+		putc_('\n');
+		exit_qemu(failures ? 1 : 0);
+	}
+
+	/* PCONFIG faults */
+	ok(catch_call(do_user, NULL) == 6, "PCONFIG at CPL 3 #UD");
+	ok(catch_call(do_pconfig_misaligned, NULL) == 13,
+	   "PCONFIG with a struct not 256-byte aligned #GP");
+	ok(catch_call(do_pconfig_leaf1, NULL) == 13, "PCONFIG leaf 1 #GP");
+
+	/* PCONFIG status codes */
+	rax = program(1, 4 | ALG_XTS128, 0, 0);
+	ok(prog_fails(rax, 1), "PCONFIG command 4: INVALID_PROG_CMD, ZF set");
+	rax = program(1, CMD_DIRECT | ALG_XTS128 | (1U << 24), 0, 0);
+	ok(prog_fails(rax, 1), "PCONFIG reserved KEYID_CTRL bits: INVALID_PROG_CMD");
+	rax = program(0, CMD_DIRECT | ALG_XTS128, 0, 0);
+	ok(prog_fails(rax, 3), "PCONFIG KeyID 0: INVALID_KEYID");
+	rax = program(max_keyid + 1, CMD_DIRECT | ALG_XTS128, 0, 0);
+	ok(prog_fails(rax, 3), "PCONFIG KeyID 2^bits: INVALID_KEYID");
+	rax = program(1, CMD_DIRECT, 0, 0);
+	ok(prog_fails(rax, 4), "PCONFIG SET_KEY_DIRECT without algorithm: INVALID_ENC_ALG");
+	rax = program(1, CMD_DIRECT | (2 << 8), 0, 0);
+	ok(prog_fails(rax, 4), "PCONFIG unknown algorithm: INVALID_ENC_ALG");
+	if (has_word("inject")) {
+		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		ok(prog_fails(rax, 5), "PCONFIG with injected DEVICE_BUSY: status 5, ZF set");
+	}
+
+	/* KeyID 1: SET_KEY_DIRECT, data key 00..0f, tweak key 10..1f */
+	rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+	ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1: RAX 0, ZF and status flags clear");
+	p0 = kid(0, BUF_PA);
+	p1 = kid(1, BUF_PA);
+	fill(p1, PAGE);
+	ok(matches(p1, PAGE), "pattern written through KeyID 1 reads back through KeyID 1");
+	ok(all_blocks_differ(p0, PAGE), "KeyID 0 sees ciphertext in every 16-byte block");
+
+	/* Tweak: the same plaintext block at two addresses */
+	{
+		volatile uint64_t *q = (volatile uint64_t *)kid(1, WORK_PA);
+
+		q[0] = 0x1111111111111111ULL;
+		q[1] = 0x2222222222222222ULL;
+		q[2] = 0x1111111111111111ULL;
+		q[3] = 0x2222222222222222ULL;
+		p0 = kid(0, WORK_PA);
+		ok(!same_bytes(p0, p0 + 16, 16),
+		   "same plaintext at two addresses gives different ciphertext");
+	}
+
+	/* Partial and unaligned accesses (read-modify-write of XTS blocks) */
+	{
+		volatile uint8_t *b = kid(1, WORK_PA + 256);
+		volatile uint64_t *u = (volatile uint64_t *)(b + 12);
+		int good;
+
+		fill(b, 64);
+		b[5] = 0xa5;
+		*u = 0x0123456789abcdefULL;
+		good = b[5] == 0xa5 && *u == 0x0123456789abcdefULL &&
+		       b[4] == pattern_byte(4) && b[6] == pattern_byte(6) &&
+		       b[11] == pattern_byte(11) && b[20] == pattern_byte(20);
+		ok(good, "byte and block-crossing 8-byte writes through KeyID 1");
+	}
+
+	/* NO_ENCRYPT */
+	rax = program(2, CMD_NOENC, 0, 0);
+	ok(prog_ok(rax), "PCONFIG NO_ENCRYPT KeyID 2");
+	fill(kid(2, WORK_PA + PAGE), PAGE);
+	ok(matches(kid(0, WORK_PA + PAGE), PAGE), "NO_ENCRYPT: KeyID 0 sees the plaintext");
+
+	/* CLEAR_KEY: back to KeyID 0 behaviour; old ciphertext stays garbage */
+	rax = program(3, CMD_DIRECT | ALG_XTS128, 0x40, 0x50);
+	ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 3");
+	fill(kid(3, WORK_PA + 2 * PAGE), PAGE);
+	rax = program(3, CMD_CLEAR, 0, 0);
+	ok(prog_ok(rax), "PCONFIG CLEAR_KEY KeyID 3");
+	ok(same_bytes(kid(3, WORK_PA + 2 * PAGE), kid(0, WORK_PA + 2 * PAGE), PAGE),
+	   "CLEAR_KEY: KeyID 3 reads what KeyID 0 reads");
+	ok(all_blocks_differ(kid(3, WORK_PA + 2 * PAGE), PAGE),
+	   "CLEAR_KEY: data written under the old key reads as garbage");
+
+	/* SET_KEY_RANDOM */
+	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
+	ok(prog_ok(rax), "PCONFIG SET_KEY_RANDOM KeyID 4");
+	fill(kid(4, WORK_PA + 3 * PAGE), PAGE);
+	ok(matches(kid(4, WORK_PA + 3 * PAGE), PAGE) &&
+	   all_blocks_differ(kid(0, WORK_PA + 3 * PAGE), PAGE),
+	   "SET_KEY_RANDOM: round trip through KeyID 4, ciphertext at KeyID 0");
+	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
+	ok(prog_ok(rax) && all_blocks_differ(kid(4, WORK_PA + 3 * PAGE), PAGE),
+	   "SET_KEY_RANDOM again: a new key, old data is garbage");
+
+	/* Stale key: reprogramming with another key and back */
+	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
+	fill(kid(5, WORK_PA + 4 * PAGE), PAGE);
+	program(5, CMD_DIRECT | ALG_XTS128, 0x61, 0x70);
+	ok(all_blocks_differ(kid(5, WORK_PA + 4 * PAGE), PAGE),
+	   "KeyID 5 with another data key reads garbage");
+	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x71);
+	ok(all_blocks_differ(kid(5, WORK_PA + 4 * PAGE), PAGE),
+	   "KeyID 5 with another tweak key reads garbage");
+	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
+	ok(matches(kid(5, WORK_PA + 4 * PAGE), PAGE),
+	   "KeyID 5 with its first key again reads the pattern");
+
+	/* Highest KeyID */
+	rax = program(max_keyid, CMD_DIRECT | ALG_XTS128, 0x80, 0x90);
+	fill(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE);
+	ok(prog_ok(rax) && matches(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE) &&
+	   all_blocks_differ(kid(0, WORK_PA + 5 * PAGE), PAGE),
+	   "highest KeyID encrypts");
+
+	puts_("# host-check pa ");
+	put_hex(BUF_PA);
+	puts_(" keyid 1 shift ");
+	put_dec(keyid_shift);
+	putc_('\n');
+
+	if (has_word("bench"))
+		run_bench();
+
+	puts_("1..");
+	put_dec(tests);
+	putc_('\n');
+	if (has_word("hold")) {
+		puts_("# hold\n");
+		for (;;)
+			__asm__ volatile("cli; hlt");
+	}
+	exit_qemu(failures ? 1 : 0);
+}
