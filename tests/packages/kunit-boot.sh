@@ -30,7 +30,7 @@ boot() {
 		>"$work/$1.log" 2>&1 || true
 	# KTAP after the printk time stamp: suite results at the top level,
 	# their cases indented by four spaces.
-	sed -n -E 's/^\[[^]]*\] //p' "$work/$1.log" >"$work/$1.ktap"
+	tr -d '\r' <"$work/$1.log" | sed -n -E 's/^\[[^]]*\] //p' >"$work/$1.ktap"
 }
 boot stock qemu-system-x86_64 max
 boot model "$model" max,vendor=GenuineIntel,mktme-keyid-bits=3
@@ -41,17 +41,19 @@ tap_plan $((${#stock_cases[@]} + ${#model_cases[@]} + 5))
 
 # cases_from NAME CASE...: one test point per KUnit case.
 cases_from() {
-	local name=$1 c
+	local name=$1 c case_name
 	shift
 	for c in "$@"; do
 		TAP_N=$((TAP_N + 1))
+		# KTAP: "ok N name" or "ok N - name", maybe "# SKIP reason".
+		case_name=$(sed -E 's/^(not )?ok [0-9]+ (- )?//' <<<"$c")
 		case $c in
 		"not ok"*)
-			echo "not ok $TAP_N - kunit ($name): ${c#not ok * - }"
+			echo "not ok $TAP_N - kunit ($name): $case_name"
 			TAP_FAILED=$((TAP_FAILED + 1))
 			grep -E 'Expected|ASSERT|EXPECT|mktme' "$work/$name.ktap" | head -n 20 | sed 's/^/# /'
 			;;
-		*) echo "ok $TAP_N - kunit ($name): ${c#ok * - }" ;;
+		*) echo "ok $TAP_N - kunit ($name): $case_name" ;;
 		esac
 	done
 }
