@@ -48,6 +48,8 @@ check:
 	@scripts/install-deps check
 	@tests/run-all
 
+include vm/vm.mk
+
 clean:
 	rm -rf build out debian/.debhelper debian/files debian/*.substvars \
 		debian/debhelper-build-stamp debian/linux-image-* debian/linux-headers-*

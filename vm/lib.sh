@@ -1,0 +1,452 @@
+# shellcheck shell=bash
+# The test VM: base image, kernel-installed overlay, boot, ssh, checks.
+# Source it after scripts/lib.sh; do not run it.
+#
+# Environment:
+#   MKTME_QEMU          QEMU binary (default: the MKTME platform model,
+#                       built by vm/qemu/build unless cached)
+#   MKTME_ACCEL         tcg (default) or kvm (no MKTME then)
+#   MKTME_CPU           -cpu model (default max,vendor=GenuineIntel: MKTME with
+#                       6 KeyID bits; Linux looks for TME on Intel CPUs only)
+#   MKTME_BOOT_TIMEOUT  seconds to ssh (default 600 with TCG, 120 with KVM)
+#   MKTME_DEB           the linux-image .deb to install (default: the newest in out/)
+#   MKTME_NO_KERNEL=1   boot the base image with Debian's kernel, install nothing
+#   MKTME_VM_KEEP=1     keep the run's state directory (overlay, console log)
+
+VM_SUITE=bookworm
+VM_DIR_TOP=$MKTME_TOP/vm
+VM_QEMU=${MKTME_QEMU:-$("$MKTME_TOP/vm/qemu/build" | tail -n 1)}
+VM_ACCEL=${MKTME_ACCEL:-tcg}
+VM_CPU=${MKTME_CPU:-max,vendor=GenuineIntel}
+if [ "$VM_ACCEL" = kvm ]; then
+	VM_BOOT_TIMEOUT=${MKTME_BOOT_TIMEOUT:-120}
+else
+	VM_BOOT_TIMEOUT=${MKTME_BOOT_TIMEOUT:-600}
+fi
+# Kernel messages that fail a run, as an extended regular expression.
+VM_DMESG_BAD='WARNING:|BUG:|Oops|possible circular locking|possible recursive locking|INFO: |suspected memory leak|UBSAN:|general protection fault|Kernel panic'
+VM_PANIC='Kernel panic - not syncing|end Kernel panic'
+
+vm_log() {
+	printf 'vm: %s\n' "$*" >&2
+}
+
+# Install the host packages of vm/packages that are missing (as root).
+vm_need_host_packages() {
+	local p missing=()
+	while read -r p; do
+		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+			missing+=("$p")
+	done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$VM_DIR_TOP/packages")
+	[ "${#missing[@]}" -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || die "missing packages; run as root: apt-get install ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	run_step "apt-get update" vm-apt-update apt-get update
+	run_step "apt-get install ${missing[*]}" vm-apt-install \
+		apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# The Debian mirror the host uses, as one-line "deb URI SUITE COMPONENTS"
+# entries for the suites of $VM_SUITE (bookworm, -updates, -security).
+vm_mirror_lines() {
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -e "$f" ] || continue
+		awk -v RS='' -F '\n' '{
+			types = uris = suites = comps = ""; enabled = "yes"
+			for (i = 1; i <= NF; i++) {
+				if ($i ~ /^[[:space:]]*#/) continue
+				n = index($i, ":"); if (!n) continue
+				k = tolower(substr($i, 1, n - 1)); v = substr($i, n + 1)
+				if (k == "types") types = v
+				else if (k == "uris") uris = v
+				else if (k == "suites") suites = v
+				else if (k == "components") comps = v
+				else if (k == "enabled") enabled = v
+			}
+			if (types !~ /(^|[[:space:]])deb([[:space:]]|$)/ || enabled ~ /no/) next
+			nu = split(uris, u, " "); ns = split(suites, s, " ")
+			gsub(/^[[:space:]]+|[[:space:]]+$/, "", comps)
+			for (a = 1; a <= nu; a++) for (b = 1; b <= ns; b++)
+				print "deb " u[a] " " s[b] " " comps
+		}' "$f"
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -e "$f" ] || continue
+		# Drop [options]; keep "deb URI SUITE COMPONENTS".
+		sed -n -e 's/^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]*\)\?/deb /p' "$f"
+	done
+} 2>/dev/null
+
+vm_mirrors() {
+	vm_mirror_lines | awk -v s="$VM_SUITE" '$3 == s || index($3, s "-") == 1 || index($3, s "/") == 1' |
+		sort -u
+}
+
+# The base image: a directory named after the hash of its recipe.
+vm_image_key() {
+	cat "$VM_DIR_TOP/build-image" "$VM_DIR_TOP/image-packages" | sha256sum | cut -c1-16
+}
+vm_image_dir() {
+	printf '%s/image/%s\n' "$MKTME_CACHE" "$(vm_image_key)"
+}
+
+# Build the base image unless it is cached.
+vm_ensure_image() {
+	[ -f "$(vm_image_dir)/base.qcow2" ] || "$VM_DIR_TOP/build-image"
+}
+
+# The linux-image .deb to test: $MKTME_DEB or the newest in out/.
+vm_find_deb() {
+	if [ -n "${MKTME_DEB:-}" ]; then
+		[ -f "$MKTME_DEB" ] || die "MKTME_DEB=$MKTME_DEB: no such file"
+		printf '%s\n' "$MKTME_DEB"
+		return
+	fi
+	local deb
+	deb=$(find "$MKTME_TOP/out" -maxdepth 1 -name 'linux-image-*.deb' ! -name '*-dbg_*' \
+		-printf '%T@ %p\n' 2>/dev/null | sort -rn | sed -n '1s/^[^ ]* //p')
+	[ -n "$deb" ] || die "no linux-image-*.deb in out/ (make deb), or set MKTME_NO_KERNEL=1"
+	printf '%s\n' "$deb"
+}
+
+# The kernel release a linux-image .deb installs (from its /boot/vmlinuz-*).
+vm_deb_release() {
+	dpkg-deb -c "$1" | sed -n 's|.* \./boot/vmlinuz-\(.*\)$|\1|p' | head -n 1
+}
+
+# ---------------------------------------------------------------------------
+# One VM instance. Its state lives in a directory, so that separate processes
+# (the autopkgtest setup script) can pick it up again with vm_load:
+#   disk.qcow2 console.log qemu.pid port [qmp.sock]
+# Globals: VM_STATE VM_PORT VM_KEY, and for vm_start: VM_MEM VM_CPUS
+# VM_SOCKETS VM_QMP VM_KERNEL VM_INITRD VM_CMDLINE VM_CACHE_MODE.
+
+VM_MEM=${VM_MEM:-2048}
+VM_CPUS=${VM_CPUS:-}
+VM_SOCKETS=${VM_SOCKETS:-}
+VM_QMP=${VM_QMP:-}
+VM_KERNEL='' VM_INITRD='' VM_CMDLINE=''
+VM_CACHE_MODE=unsafe
+
+vm_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The -smp and -numa arguments for VM_CPUS and VM_SOCKETS.
+vm_topology_args() {
+	local sockets=${VM_SOCKETS:-1} cpus=${VM_CPUS:-}
+	[ -n "$cpus" ] || cpus=$sockets
+	[ "$((cpus % sockets))" -eq 0 ] || die "--cpus $cpus is not a multiple of --sockets $sockets"
+	printf '%s\n' -smp "cpus=$cpus,sockets=$sockets,cores=$((cpus / sockets)),threads=1"
+	[ "$sockets" -gt 1 ] || return 0
+	# One NUMA node per socket, the memory split evenly.
+	local n per=$((VM_MEM / sockets)) per_cpu=$((cpus / sockets))
+	[ "$((per * sockets))" -eq "$VM_MEM" ] || die "--mem $VM_MEM does not split over $sockets sockets"
+	for ((n = 0; n < sockets; n++)); do
+		printf '%s\n' -object "memory-backend-ram,id=mem$n,size=${per}M" \
+			-numa "node,nodeid=$n,memdev=mem$n,cpus=$((n * per_cpu))-$(((n + 1) * per_cpu - 1))"
+	done
+}
+
+# vm_start STATE_DIR BACKING_QCOW2 [SEED_IMG]
+# Make a throw-away overlay on BACKING in STATE_DIR and start QEMU in the
+# background. The overlay itself is written in place when BACKING is "-"
+# (STATE_DIR/disk.qcow2 must exist then).
+vm_start() {
+	VM_STATE=$1
+	local backing=$2 seed=${3:-} args=()
+	mkdir -p "$VM_STATE"
+	if [ "$backing" != - ]; then
+		qemu-img create -q -f qcow2 -F qcow2 -b "$backing" "$VM_STATE/disk.qcow2"
+	fi
+	VM_PORT=$(vm_free_port)
+	echo "$VM_PORT" >"$VM_STATE/port"
+	: >"$VM_STATE/console.log"
+	rm -f "$VM_STATE/qemu.pid"
+	# shellcheck disable=SC2054 # commas are QEMU's
+	# q35 puts a 32 GiB 64-bit PCI hole above RAM, over the KeyID aliases
+	# of the MKTME model (6 KeyID bits under 40 physical address bits put
+	# KeyID 1 at 16 GiB): keep it small.
+	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -m "$VM_MEM"
+		-global q35-pcihost.pci-hole64-size=1G
+		-nodefaults -display none -vga none
+		-serial "file:$VM_STATE/console.log"
+		-drive "file=$VM_STATE/disk.qcow2,format=qcow2,if=virtio,cache=$VM_CACHE_MODE,discard=unmap"
+		-netdev "user,id=net0,hostfwd=tcp:127.0.0.1:$VM_PORT-:22"
+		-device virtio-net-pci,netdev=net0
+		-device virtio-rng-pci
+		-pidfile "$VM_STATE/qemu.pid" -daemonize)
+	mapfile -t -O "${#args[@]}" args < <(vm_topology_args)
+	[ -z "$seed" ] || args+=(-drive "file=$seed,format=raw,if=virtio,readonly=on")
+	[ -z "$VM_QMP" ] || args+=(-qmp "unix:$VM_QMP,server=on,wait=off")
+	if [ -n "$VM_KERNEL" ]; then
+		args+=(-kernel "$VM_KERNEL" -initrd "$VM_INITRD" -append "$VM_CMDLINE")
+	fi
+	printf '%q ' "$VM_QEMU" "${args[@]}" >"$VM_STATE/qemu.cmd"
+	echo >>"$VM_STATE/qemu.cmd"
+	# The daemon keeps no descriptor of ours open (pipes, lock files).
+	"$VM_QEMU" "${args[@]}" </dev/null >"$VM_STATE/qemu.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- || {
+		cat "$VM_STATE/qemu.log" >&2
+		die "QEMU failed to start: $(cat "$VM_STATE/qemu.cmd")"
+	}
+}
+
+# Pick up a VM started by another process.
+vm_load() {
+	VM_STATE=$1
+	VM_PORT=$(cat "$VM_STATE/port")
+}
+
+vm_pid() {
+	cat "$VM_STATE/qemu.pid" 2>/dev/null
+}
+
+vm_running() {
+	local pid
+	pid=$(vm_pid) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+vm_console_tail() {
+	printf -- '--- last 50 lines of the serial console (%s) ---\n' "$VM_STATE/console.log" >&2
+	tail -n 50 "$VM_STATE/console.log" | tr -d '\r' >&2
+	printf -- '--- end of console ---\n' >&2
+}
+
+vm_ssh_opts() {
+	printf '%s\n' -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+		-o LogLevel=ERROR -o BatchMode=yes -o ConnectTimeout=10 \
+		-o ServerAliveInterval=15 -o ServerAliveCountMax=8 -i "$VM_KEY"
+}
+
+vm_ssh() {
+	local opts
+	mapfile -t opts < <(vm_ssh_opts)
+	ssh "${opts[@]}" -p "$VM_PORT" root@127.0.0.1 "$@"
+}
+
+# vm_copy_in PATH... : copy into /root/ in the guest.
+vm_copy_in() {
+	local opts
+	mapfile -t opts < <(vm_ssh_opts)
+	scp -q -r "${opts[@]}" -P "$VM_PORT" "$@" root@127.0.0.1:/root/
+}
+
+# vm_copy_out GUEST_PATH HOST_PATH
+vm_copy_out() {
+	local opts
+	mapfile -t opts < <(vm_ssh_opts)
+	scp -q "${opts[@]}" -P "$VM_PORT" "root@127.0.0.1:$1" "$2"
+}
+
+# Fail (after printing the console tail) if the guest's kernel panicked or
+# QEMU is gone.
+vm_check_alive() {
+	if grep -aqE "$VM_PANIC" "$VM_STATE/console.log"; then
+		vm_log "kernel panic on the serial console"
+		vm_console_tail
+		return 1
+	fi
+	if ! vm_running; then
+		vm_log "QEMU exited"
+		cat "$VM_STATE/qemu.log" >&2 || true
+		vm_console_tail
+		return 1
+	fi
+}
+
+# Wait until root can log in by ssh; fail at once on a panic, or after
+# VM_BOOT_TIMEOUT seconds. With BOOT_ID, wait for a boot other than it.
+vm_wait_ssh() {
+	local not_boot=${1:-} start=$SECONDS id
+	while :; do
+		vm_check_alive || return 1
+		if id=$(vm_ssh cat /proc/sys/kernel/random/boot_id 2>/dev/null) &&
+			[ -n "$id" ] && [ "$id" != "$not_boot" ]; then
+			VM_BOOT_SECONDS=$((SECONDS - start))
+			return 0
+		fi
+		if [ $((SECONDS - start)) -ge "$VM_BOOT_TIMEOUT" ]; then
+			vm_log "no ssh login after ${VM_BOOT_TIMEOUT}s (MKTME_BOOT_TIMEOUT)"
+			vm_console_tail
+			return 1
+		fi
+		sleep 2
+	done
+}
+
+vm_boot_id() {
+	vm_ssh cat /proc/sys/kernel/random/boot_id
+}
+
+# Print kernel reports in a kernel log on stdin; fail if there is any.
+vm_scan_kernel_log() {
+	local found
+	found=$(tr -d '\r' | grep -aE "$VM_DMESG_BAD" || true)
+	[ -z "$found" ] && return 0
+	printf '%s\n' "$found"
+	return 1
+}
+
+# Scan the guest's dmesg; print what was found and fail if anything was.
+vm_check_dmesg() {
+	local log found
+	# kmemleak reports only after a scan (every 10 minutes by itself).
+	if [ "${MKTME_KMEMLEAK_SCAN:-1}" = 1 ]; then
+		vm_ssh '[ ! -w /sys/kernel/debug/kmemleak ] || echo scan >/sys/kernel/debug/kmemleak' || true
+	fi
+	log=$(vm_ssh dmesg) || {
+		vm_log "cannot read the guest's dmesg"
+		vm_check_alive || true
+		return 1
+	}
+	if ! found=$(vm_scan_kernel_log <<<"$log"); then
+		vm_log "kernel reports in the guest's dmesg:"
+		printf '%s\n' "$found" >&2
+		vm_log "--- context (dmesg lines around the first report) ---"
+		grep -anE -A 25 -m 1 "$VM_DMESG_BAD" <<<"$log" | head -n 60 >&2
+		return 1
+	fi
+}
+
+# Stop QEMU now (throw-away VMs: nothing to keep).
+vm_kill() {
+	local pid i
+	pid=$(vm_pid) || return 0
+	[ -n "$pid" ] || return 0
+	kill "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.2
+	done
+	kill -9 "$pid" 2>/dev/null || true
+}
+
+# Shut the guest down cleanly and wait for QEMU to exit.
+vm_poweroff() {
+	local pid i
+	pid=$(vm_pid) || return 0
+	vm_ssh 'sync; systemctl poweroff' >/dev/null 2>&1 || true
+	for ((i = 0; i < 120; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 1
+	done
+	vm_log "guest did not power off; killing QEMU"
+	vm_kill
+}
+
+# ---------------------------------------------------------------------------
+# What a .deb installs: its control files and the names and contents of its
+# files, not their times, so that the same kernel built again (another clone,
+# CI) finds the same cached install.
+deb_content_hash() {
+	local deb=$1 tmp
+	tmp=$(mktemp -d)
+	dpkg-deb -R "$deb" "$tmp"
+	(cd "$tmp" && find . -type f -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16
+	rm -rf "$tmp"
+}
+
+# The kernel-installed overlay: the base image with our .deb installed as a
+# user would, cached by deb_content_hash. Sets VM_KDIR.
+vm_ensure_kernel() {
+	local deb=$1 imgdir sha
+	imgdir=$(vm_image_dir)
+	sha=$(deb_content_hash "$deb")
+	VM_KDIR=$imgdir/kernel-$sha
+	[ -f "$VM_KDIR/disk.qcow2" ] && return 0
+	exec 8>"$imgdir/kernel.lock"
+	flock 8
+	if [ ! -f "$VM_KDIR/disk.qcow2" ]; then
+		run_step "install ${deb##*/} in the VM and reboot into it" \
+			vm-install-kernel vm_install_kernel "$deb" "$imgdir"
+		sed -n 's/^vm: time: /    /p' "$MKTME_LOGS/vm-install-kernel.log"
+	fi
+	exec 8>&-
+}
+
+# Runs under run_step: boots the base image, installs the .deb, reboots.
+vm_install_kernel() {
+	local deb=$1 imgdir=$2 tmp boot_id uname start release
+	tmp=$VM_KDIR.tmp
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	# A copy: out/ may be rebuilt meanwhile.
+	cp "$deb" "$tmp/"
+	deb=$tmp/${deb##*/}
+	release=$(vm_deb_release "$deb")
+	[ -n "$release" ] || die "${deb##*/}: no /boot/vmlinuz-* in it; not a linux-image package?"
+	echo "release: $release"
+	qemu-img create -q -f qcow2 -F qcow2 -b ../base.qcow2 "$tmp/disk.qcow2"
+	VM_KEY=$imgdir/id_ed25519
+	VM_CACHE_MODE=writeback
+	trap 'vm_kill' EXIT
+	start=$SECONDS
+	vm_start "$tmp" - "$imgdir/seed.img"
+	vm_wait_ssh
+	vm_log "time: Debian's kernel booted to ssh in ${VM_BOOT_SECONDS}s"
+	vm_ssh uname -r
+	vm_ssh 'cloud-init status --wait >/dev/null; cloud-init status --long' || true
+	vm_copy_in "$deb"
+	vm_ssh "dpkg -i /root/${deb##*/} && rm -f /root/${deb##*/}"
+	# Our kernel becomes GRUB's default entry by its menu entry id.
+	vm_ssh sh -eux <<EOF
+root=\$(grub-probe --target=fs_uuid /)
+printf 'GRUB_DEFAULT="gnulinux-advanced-%s>gnulinux-%s-advanced-%s"\n' "\$root" '$release' "\$root" \
+	>/etc/default/grub.d/90-mktme-kernel.cfg
+update-grub
+grep -q "gnulinux-$release-advanced-\$root" /boot/grub/grub.cfg
+EOF
+	boot_id=$(vm_boot_id)
+	vm_ssh 'systemctl reboot' || true
+	vm_log "rebooting into $release"
+	vm_wait_ssh "$boot_id"
+	vm_log "time: install + reboot: $((SECONDS - start))s (our kernel booted to ssh in ${VM_BOOT_SECONDS}s)"
+	uname=$(vm_ssh uname -r)
+	if [ "$uname" != "$release" ]; then
+		vm_log "after installing ${deb##*/}, the VM runs $uname, not $release"
+		vm_console_tail
+		return 1
+	fi
+	vm_log "uname -r: $uname"
+	vm_check_dmesg
+	vm_copy_out "/boot/vmlinuz-$release" "$tmp/vmlinuz"
+	vm_copy_out "/boot/initrd.img-$release" "$tmp/initrd.img"
+	vm_ssh cat /proc/cmdline | sed -e 's/^BOOT_IMAGE=[^ ]* //' >"$tmp/cmdline"
+	echo "$release" >"$tmp/release"
+	# cloud-init has done its work for this instance: later boots skip it.
+	vm_ssh touch /etc/cloud/cloud-init.disabled
+	vm_poweroff
+	trap - EXIT
+	rm -f "$tmp/qemu.pid" "$tmp/port" "$deb"
+	rm -rf "$VM_KDIR"
+	mv "$tmp" "$VM_KDIR"
+	# Keep the three newest kernels installed.
+	find "$imgdir" -maxdepth 1 -name 'kernel-*' -type d -printf '%T@ %p\n' |
+		sort -rn | sed -n '4,$s/^[^ ]* //p' | xargs -r rm -rf
+}
+
+# shellcheck disable=SC2034 # used by the callers
+# Prepare what vm_start needs for a test run: sets VM_BACKING VM_KEY VM_SEED
+# and, with an extra kernel command line, VM_KERNEL VM_INITRD VM_CMDLINE.
+vm_prepare() {
+	local append=${1:-} imgdir kdir
+	vm_need_host_packages
+	vm_ensure_image
+	imgdir=$(vm_image_dir)
+	VM_KEY=$imgdir/id_ed25519
+	VM_SEED=$imgdir/seed.img
+	if [ "${MKTME_NO_KERNEL:-0}" = 1 ]; then
+		kdir=$imgdir/stock
+		VM_BACKING=$imgdir/base.qcow2
+	else
+		vm_ensure_kernel "$(vm_find_deb)"
+		kdir=$VM_KDIR
+		VM_BACKING=$VM_KDIR/disk.qcow2
+	fi
+	if [ -n "$append" ]; then
+		VM_KERNEL=$kdir/vmlinuz
+		VM_INITRD=$kdir/initrd.img
+		VM_CMDLINE="$(cat "$kdir/cmdline") $append"
+	fi
+}
