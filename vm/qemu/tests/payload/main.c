@@ -464,7 +464,11 @@ static void run_bench(void)
 
 static const char *cmdline = "";
 
-static int has_word(const char *w)
+/*
+ * The command line word w, alone or as "w=value": a pointer just past w in
+ * the command line (at '=', ' ' or the end), or NULL when w is not there.
+ */
+static const char *find_word(const char *w)
 {
 	const char *s = cmdline;
 	size_t n = 0;
@@ -477,41 +481,30 @@ static int has_word(const char *w)
 		while (i < n && s[i] == w[i])
 			i++;
 		if (i == n && (s[n] == ' ' || s[n] == '\0' || s[n] == '='))
-			return 1;
+			return s + n;
 		while (*s && *s != ' ')
 			s++;
 		while (*s == ' ')
 			s++;
 	}
-	return 0;
+	return NULL;
+}
+
+static int has_word(const char *w)
+{
+	return find_word(w) != NULL;
 }
 
 static unsigned word_value(const char *w, unsigned dflt)
 {
-	const char *s = cmdline;
-	size_t n = 0;
+	const char *s = find_word(w);
+	unsigned v = 0;
 
-	while (w[n])
-		n++;
-	while (*s) {
-		size_t i = 0;
-
-		while (i < n && s[i] == w[i])
-			i++;
-		if (i == n && s[n] == '=') {
-			unsigned v = 0;
-
-			s += n + 1;
-			while (*s >= '0' && *s <= '9')
-				v = v * 10 + (unsigned)(*s++ - '0');
-			return v;
-		}
-		while (*s && *s != ' ')
-			s++;
-		while (*s == ' ')
-			s++;
-	}
-	return dflt;
+	if (!s || *s != '=')
+		return dflt;
+	for (s++; *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (unsigned)(*s - '0');
+	return v;
 }
 
 /* --- tests ---------------------------------------------------------------- */
