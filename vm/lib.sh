@@ -11,6 +11,8 @@
 #   MKTME_BOOT_TIMEOUT  seconds to ssh (default 600 with TCG, 120 with KVM)
 #   MKTME_DEB           the linux-image .deb to install (default: the newest in out/)
 #   MKTME_NO_KERNEL=1   boot the base image with Debian's kernel, install nothing
+#   MKTME_VMLINUZ       boot this bzImage instead of the installed kernel, with
+#                       the installed initrd (developers: no .deb, no install)
 #   MKTME_VM_KEEP=1     keep the run's state directory (overlay, console log)
 
 VM_SUITE=bookworm
@@ -133,10 +135,12 @@ vm_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# The -smp and -numa arguments for VM_CPUS and VM_SOCKETS.
+# The -smp and -numa arguments for VM_CPUS and VM_SOCKETS. Without --cpus,
+# two vCPUs per socket: multi-threaded TCG boots the guest to ssh in about
+# half the time of one vCPU (45 s against 80 s on the 2-core machine).
 vm_topology_args() {
 	local sockets=${VM_SOCKETS:-1} cpus=${VM_CPUS:-}
-	[ -n "$cpus" ] || cpus=$sockets
+	[ -n "$cpus" ] || cpus=$((sockets * 2))
 	[ "$((cpus % sockets))" -eq 0 ] || die "--cpus $cpus is not a multiple of --sockets $sockets"
 	printf '%s\n' -smp "cpus=$cpus,sockets=$sockets,cores=$((cpus / sockets)),threads=1"
 	[ "$sockets" -gt 1 ] || return 0
@@ -444,7 +448,15 @@ vm_prepare() {
 		kdir=$VM_KDIR
 		VM_BACKING=$VM_KDIR/disk.qcow2
 	fi
-	if [ -n "$append" ]; then
+	if [ -n "${MKTME_VMLINUZ:-}" ]; then
+		# A kernel fresh from the build tree, booted in place of the
+		# installed one with its initrd: for quick iteration only (the
+		# initrd's modules are the installed kernel's).
+		[ -f "$MKTME_VMLINUZ" ] || die "MKTME_VMLINUZ=$MKTME_VMLINUZ: no such file"
+		VM_KERNEL=$MKTME_VMLINUZ
+		VM_INITRD=$kdir/initrd.img
+		VM_CMDLINE="$(cat "$kdir/cmdline") $append"
+	elif [ -n "$append" ]; then
 		VM_KERNEL=$kdir/vmlinuz
 		VM_INITRD=$kdir/initrd.img
 		VM_CMDLINE="$(cat "$kdir/cmdline") $append"

@@ -1,0 +1,51 @@
+#!/bin/bash
+# The test VM harness as a user drives it (vm/run): our kernel is the one
+# running, options reach QEMU and the kernel, a failing command fails the
+# run, and a kernel that panics at boot fails fast with the console's tail.
+# Needs "make deb" first; the kernel install is cached after the first run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/tap.sh
+. "$here/../tap.sh"
+top=$(cd "$here/../.." && pwd)
+run=$top/vm/run
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+deb=$(find "$top/out" -maxdepth 1 -name 'linux-image-*.deb' -printf '%T@ %p\n' |
+	sort -rn | sed -n '1s/^[^ ]* //p')
+release=$(dpkg-deb -c "$deb" | sed -n 's|.* \./boot/vmlinuz-\(.*\)$|\1|p')
+
+tap_plan 8
+
+# One boot for the topology, the command line and the release.
+start=$SECONDS
+rc=0
+"$run" --sockets 2 --cpus 4 --append mktme_savekeys -- \
+	'uname -r; lscpu; cat /proc/cmdline' >"$work/topo.out" 2>"$work/topo.err" || rc=$?
+echo "# vm/run --sockets 2 --cpus 4 --append mktme_savekeys: $((SECONDS - start)) s"
+tap_check "vm/run succeeds" test "$rc" -eq 0
+tap_check "uname -r in the VM is $release" grep -qx "$release" "$work/topo.out"
+tap_check "lscpu shows 2 sockets" grep -qE '^Socket\(s\): +2$' "$work/topo.out"
+tap_check "lscpu shows 4 CPUs" grep -qE '^CPU\(s\): +4$' "$work/topo.out"
+tap_check "--append reaches /proc/cmdline" grep -qE '(^| )mktme_savekeys( |$)' "$work/topo.out"
+
+# The command's status is vm/run's (warm: boot, command, dmesg scan).
+start=$SECONDS
+rc=0
+"$run" -- false >"$work/false.out" 2>&1 || rc=$?
+echo "# vm/run -- false: $((SECONDS - start)) s, status $rc"
+tap_check "vm/run -- false exits 1" test "$rc" -eq 1
+
+# No root file system and no init from the initrd: the kernel panics
+# ("VFS: Unable to mount root fs"), and the run must stop at once.
+start=$SECONDS
+rc=0
+"$run" --append 'rdinit=/nonexistent panic=0' -- true >"$work/panic.out" 2>&1 || rc=$?
+took=$((SECONDS - start))
+echo "# boot that panics: failed after $took s, status $rc"
+tap_check "a boot that panics fails" test "$rc" -ne 0
+tap_check "... within 120 s, printing the console tail with the panic" \
+	bash -c "[ $took -le 120 ] && grep -q 'last 50 lines of the serial console' '$work/panic.out' &&
+		grep -q 'Kernel panic' '$work/panic.out'"
+tap_done
