@@ -13,7 +13,7 @@ export PROFILE
 SHELL := /bin/bash
 OUT := out
 # Everything a package build reads; a change to any of it rebuilds.
-DEB_INPUTS := $(shell find patches config-fragments profiles scripts \
+DEB_INPUTS := $(shell find patches config-fragments profiles scripts man \
 	-type f 2>/dev/null) $(wildcard debian/control debian/rules \
 	debian/changelog debian/copyright debian/source/* debian/*.in) \
 	/usr/src/linux-source-6.1.tar.xz

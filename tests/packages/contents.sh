@@ -1,7 +1,7 @@
 #!/bin/bash
-# What the packages in out/ carry: the kernel, its modules and MKTME config
-# in linux-image; what an out-of-tree module build needs in linux-headers,
-# proven by building tests/module against them.
+# What the packages in out/ carry: the kernel, its modules, MKTME config and
+# the MKTME manual pages in linux-image; what an out-of-tree module build
+# needs in linux-headers, proven by building tests/module against them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh
@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dpkg-deb -c "$image" | awk '{print $6}' >"$work/image.list"
 
-tap_plan 9
+tap_plan 12
 tap_check "linux-image carries /boot/vmlinuz-$release" \
 	grep -qx "./boot/vmlinuz-$release" "$work/image.list"
 tap_check "linux-image carries System.map and config" \
@@ -33,8 +33,43 @@ tap_check "linux-image runs the /etc/kernel hooks" \
 		grep -q /etc/kernel/postinst.d '$work/control/postinst' &&
 		grep -q /etc/kernel/postrm.d '$work/control/postrm'"
 
+man_pages=(usr/share/man/man2/encrypt_mprotect.2.gz usr/share/man/man7/mktme.7.gz)
+in_image_list() {
+	local page
+	for page in "$@"; do
+		grep -qx "./$page" "$work/image.list" || {
+			echo "not in $(basename "$image"): /$page"
+			return 1
+		}
+	done
+}
+tap_check "linux-image carries the man pages encrypt_mprotect(2) and mktme(7)" \
+	in_image_list "${man_pages[@]}"
+# man_renders PAGE...: man formats each page with every groff warning on
+# (-ww; "all" would leave out undefined macros) at 80 columns and
+# says nothing on stderr.
+man_renders() {
+	local page err
+	for page in "$@"; do
+		err=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings=w -l "$work/image/$page" 2>&1 >/dev/null) || {
+			printf '/%s: man failed\n%s\n' "$page" "$err"
+			return 1
+		}
+		if [ -n "$err" ]; then
+			printf '/%s:\n%s\n' "$page" "$err"
+			return 1
+		fi
+	done
+}
+tap_check "man -l renders both man pages without warnings" \
+	man_renders "${man_pages[@]}"
+
 dpkg-deb -x "$headers" "$work/headers"
 kdir=$work/headers/usr/src/linux-headers-$release
+# The seeds' ABI: encrypt_mprotect is 335 on x86-64 and 387 on i386.
+tap_check "linux-headers' uapi unistd headers number encrypt_mprotect 335 and 387" \
+	bash -c "grep -qx '#define __NR_encrypt_mprotect 335' '$kdir/arch/x86/include/generated/uapi/asm/unistd_64.h' &&
+		grep -qx '#define __NR_encrypt_mprotect 387' '$kdir/arch/x86/include/generated/uapi/asm/unistd_32.h'"
 tap_check "linux-headers links /lib/modules/$release/build to its tree" \
 	test "$(readlink "$work/headers/lib/modules/$release/build")" = "/usr/src/linux-headers-$release"
 cp -r "$top/tests/module" "$work/module"
