@@ -390,7 +390,14 @@ vm_install_kernel() {
 	vm_wait_ssh
 	vm_log "time: Debian's kernel booted to ssh in ${VM_BOOT_SECONDS}s"
 	vm_ssh uname -r
-	vm_ssh 'cloud-init status --wait >/dev/null; cloud-init status --long' || true
+	# cloud-init restarts sshd while it sets up the first boot: wait until
+	# it is done and ssh answers again.
+	local tries
+	for ((tries = 0; tries < 30; tries++)); do
+		vm_ssh 'cloud-init status --wait >/dev/null; cloud-init status --long; true' && break
+		sleep 2
+	done
+	vm_ssh true
 	vm_copy_in "$deb"
 	vm_ssh "dpkg -i /root/${deb##*/} && rm -f /root/${deb##*/}"
 	# Our kernel becomes GRUB's default entry by its menu entry id.
