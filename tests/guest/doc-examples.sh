@@ -1,0 +1,454 @@
+#!/bin/bash
+# The code examples of the MKTME documentation, extracted, built and run.
+#
+# Usage: doc-examples.sh [--compile-only] [--patches DIR|FILE]
+#        doc-examples.sh [--compile-only] KSRC [FILE.rst...]
+#
+# Where the documentation comes from:
+# - by default, from the project's patch series, as in the test VM where no
+#   kernel tree exists: each patches/*.patch of the source tree that holds
+#   this script (or each *.patch of --patches DIR, or --patches FILE) with a
+#   "+++ b/Documentation/x86/mktme/..." header. The files that these patches
+#   create there (new-file hunks, "@@ -0,0 +1,N @@") are written out to a
+#   temporary directory: the N lines after the hunk header, without their
+#   leading "+". No patch tool is needed; a patch that changes an existing
+#   file there is refused (Bail out!), since nothing is applied.
+# - with KSRC, a kernel source tree: KSRC/Documentation/x86/mktme/*.rst, or
+#   the FILE.rst arguments.
+#
+# An example is the literal block that follows a comment line
+#   .. mktme-example: NAME LANG
+# LANG is "c" (a complete program), "c-fragment" (the body of main(); see
+# wrap_fragment below) or "sh" (shell commands, run by bash -euo pipefail).
+# C examples are built with $CC (cc) -Wall -Werror $CFLAGS ... -lkeyutils.
+#
+# One TAP point per example: it builds (C) or parses (sh) and, unless
+# --compile-only, runs as root in a new anonymous session keyring and exits
+# with status 0; status 77 is a skip. With --compile-only, shell examples are
+# checked with bash -n and, when installed, shellcheck. One more point per
+# file checks that no literal block that looks like code is left unmarked.
+# Running needs a kernel with MKTME (our kernel in the test VM); compiling
+# needs only cc and libkeyutils-dev. DOC_EXAMPLES_KEEP=1 keeps the extracted
+# documentation, sources, programs and logs; DOC_EXAMPLES_FORCE_RUN=1 runs
+# the examples without checking for root and MKTME first (to test this
+# script).
+set -euo pipefail
+
+usage() {
+	sed -n '4,5s/^# //p' "$0" >&2
+	exit "${1:-2}"
+}
+
+bail_out() {
+	echo "Bail out! $*"
+	exit 1
+}
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+compile_only=0
+patches=
+while [ "$#" -gt 0 ]; do
+	case $1 in
+	--compile-only | -n)
+		compile_only=1
+		shift
+		;;
+	--patches)
+		[ "$#" -ge 2 ] || usage
+		patches=$2
+		shift 2
+		;;
+	--patches=*)
+		patches=${1#--patches=}
+		shift
+		;;
+	-h | --help) usage 0 ;;
+	--)
+		shift
+		break
+		;;
+	-*) usage ;;
+	*) break ;;
+	esac
+done
+if [ "$#" -gt 0 ] && [ -n "$patches" ]; then
+	usage
+fi
+
+CC=${CC:-cc}
+read -r -a extra_cflags <<<"${CFLAGS:--O2}"
+timeout_s=${EXAMPLE_TIMEOUT:-120}
+
+work=$(mktemp -d)
+if [ -n "${DOC_EXAMPLES_KEEP:-}" ]; then
+	echo "# extracted examples and logs kept in $work"
+else
+	trap 'rm -rf "$work"' EXIT
+fi
+
+# doc_patches DIR|FILE: the patches with a Documentation/x86/mktme/ file.
+doc_patches() {
+	local p
+	if [ -f "$1" ]; then
+		echo "$1"
+		return
+	fi
+	for p in "$1"/*.patch; do
+		[ -f "$p" ] || continue
+		if grep -q '^+++ b/Documentation/x86/mktme/' "$p"; then
+			echo "$p"
+		fi
+	done
+}
+
+# extract_new_files OUTDIR PATCH...: write each file that the patches create
+# in Documentation/x86/mktme/ to OUTDIR/NAME, and print NAME. Prints
+# "ERROR ..." and fails when a patch changes an existing file there, when
+# a file is created twice, or when a hunk is cut short. Hunk lines are
+# counted, so that a "+++ b/..." line inside a new file is just content.
+extract_new_files() {
+	local out=$1
+	shift
+	awk -v out="$out" '
+	function fail(msg) {
+		print "ERROR " FILENAME ":" FNR ": " msg
+		bad = 1
+	}
+	function end_hunk() {
+		if (state == "hunk") {
+			close(path)
+			if (left > 0)
+				fail(name ": the hunk ends " left " lines early")
+		}
+		state = ""
+	}
+	FNR == 1 {
+		end_hunk()
+	}
+	state == "hunk" {
+		if (left > 0 && substr($0, 1, 1) == "+") {
+			print substr($0, 2) > path
+			left--
+			next
+		}
+		if (left == 0 && $0 ~ /^\\ No newline at end of file/)
+			next
+		end_hunk()
+	}
+	state == "header" {
+		state = ""
+		if ($0 ~ /^@@ -0,0 \+1(,[0-9]+)? @@/) {
+			if (file in created) {
+				fail(name ": created twice")
+				next
+			}
+			created[file] = 1
+			left = 1
+			if (match($0, /\+1,[0-9]+/))
+				left = substr($0, RSTART + 3, RLENGTH - 3) + 0
+			path = out "/" file
+			printf "" > path
+			print file
+			if (left > 0)
+				state = "hunk"
+			else
+				close(path)
+			next
+		}
+		fail(name " is changed, not created; apply the patches to a kernel tree and pass KSRC")
+	}
+	/^\+\+\+ b\/Documentation\/x86\/mktme\// {
+		name = substr($0, 7)
+		sub(/\t.*$/, "", name)
+		file = substr(name, length("Documentation/x86/mktme/") + 1)
+		if (file == "" || file ~ /\// || file ~ /^\./) {
+			fail(name ": not a file directly in Documentation/x86/mktme/")
+			next
+		}
+		state = "header"
+		next
+	}
+	END {
+		end_hunk()
+		exit bad
+	}' "$@"
+}
+
+if [ "$#" -gt 0 ]; then
+	ksrc=$1
+	shift
+	if [ "$#" -gt 0 ]; then
+		files=("$@")
+	else
+		files=("$ksrc"/Documentation/x86/mktme/*.rst)
+	fi
+else
+	patches=${patches:-$top/patches}
+	mapfile -t doc_patch_list < <(doc_patches "$patches")
+	[ "${#doc_patch_list[@]}" -gt 0 ] ||
+		bail_out "no patch in $patches creates Documentation/x86/mktme/ files"
+	echo "# documentation from ${doc_patch_list[*]}"
+	mkdir "$work/doc"
+	if ! extract_new_files "$work/doc" "${doc_patch_list[@]}" >"$work/doc.list"; then
+		sed -n 's/^ERROR /# /p' "$work/doc.list"
+		bail_out "cannot take the documentation from ${doc_patch_list[*]}"
+	fi
+	files=()
+	while read -r name; do
+		case $name in
+		*.rst) files+=("$work/doc/$name") ;;
+		esac
+	done < <(sort "$work/doc.list")
+	[ "${#files[@]}" -gt 0 ] ||
+		bail_out "no .rst file created in Documentation/x86/mktme/ by ${doc_patch_list[*]}"
+fi
+for f in "${files[@]}"; do
+	[ -r "$f" ] || bail_out "cannot read $f"
+done
+
+# extract FILE OUTDIR: write each example of FILE to OUTDIR/NNN-NAME.LANG
+# and print one line per example, "NAME LANG LINE PATH" (PATH empty when the
+# marker has no literal block after it), then one line per unmarked code
+# block, "UNMARKED - LINE -".
+extract() {
+	expand -t 8 "$1" | awk -v out="$2" -v seq="${3:-0}" '
+	function indent(s) { match(s, /^ */); return RLENGTH }
+	function finish_block() {
+		if (state == "body") {
+			while (nbody > 0 && body[nbody] ~ /^[ \t]*$/)
+				nbody--
+			if (want != "") {
+				path = sprintf("%s/%03d-%s.%s", out, ++seq, want_name, want_lang)
+				for (i = 1; i <= nbody; i++)
+					print substr(body[i], bindent + 1) > path
+				close(path)
+				print want_name, want_lang, want_line, path
+				want = ""
+			} else {
+				code = 0
+				for (i = 1; i <= nbody; i++)
+					if (body[i] ~ /^ *#include/ || body[i] ~ /main\(/ ||
+					    body[i] ~ /^ *(keyctl|\$) /)
+						code = 1
+				if (code)
+					print "UNMARKED", "-", block_line, "-"
+			}
+		}
+		state = ""
+		nbody = 0
+	}
+	{
+		line = $0
+		if (state == "body") {
+			if (line ~ /^[ \t]*$/ || indent(line) >= bindent) {
+				body[++nbody] = line
+				next
+			}
+			finish_block()
+		}
+		if (state == "start") {
+			if (line ~ /^[ \t]*$/)
+				next
+			if (indent(line) > pindent) {
+				state = "body"
+				bindent = indent(line)
+				block_line = NR
+				body[++nbody] = line
+				next
+			}
+			state = ""
+		}
+		if (match(line, /^ *\.\. mktme-example: */)) {
+			if (want != "")
+				print want_name, want_lang, want_line, ""
+			split(substr(line, RLENGTH + 1), w, /[ \t]+/)
+			want = "yes"
+			want_name = w[1]
+			want_lang = w[2]
+			want_line = NR
+			next
+		}
+		if (line ~ /::[ \t]*$/ && line !~ /^ *\.\. [A-Za-z-]+::/) {
+			state = "start"
+			pindent = indent(line)
+			nbody = 0
+		}
+	}
+	END {
+		finish_block()
+		if (want != "")
+			print want_name, want_lang, want_line, ""
+	}'
+}
+
+# wrap_fragment SRC DST: a c-fragment as a complete program.
+wrap_fragment() {
+	{
+		cat <<'EOF'
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <keyutils.h>
+
+#ifndef __NR_encrypt_mprotect
+#ifdef __x86_64__
+#define __NR_encrypt_mprotect 335
+#else
+#define __NR_encrypt_mprotect 387
+#endif
+#endif
+
+static inline int encrypt_mprotect(void *addr, size_t len, int prot,
+				   key_serial_t serial)
+{
+	return syscall(__NR_encrypt_mprotect, addr, len, prot, serial);
+}
+
+int main(void)
+{
+EOF
+		sed 's/^/\t/' "$1"
+		printf '\treturn 0;\n}\n'
+	} >"$2"
+}
+
+# Collect the examples of every file first: TAP needs the plan up front.
+list=$work/list
+: >"$list"
+n_files=0
+for f in "${files[@]}"; do
+	n_files=$((n_files + 1))
+	mkdir -p "$work/src"
+	seq=$(grep -c . "$list" || true)
+	extract "$f" "$work/src" "$seq" | while read -r name lang line path; do
+		printf '%s\t%s\t%s\t%s\t%s\n' "$f" "$name" "$lang" "$line" "$path"
+	done >>"$list"
+done
+n_examples=$(awk -F'\t' '$2 != "UNMARKED"' "$list" | grep -c . || true)
+
+if [ "$compile_only" -eq 0 ] && [ -z "${DOC_EXAMPLES_FORCE_RUN:-}" ]; then
+	[ "$(id -u)" -eq 0 ] ||
+		bail_out "run as root: creating mktme keys needs CAP_SYS_RESOURCE"
+	nr=$(cat /sys/kernel/mm/mktme/nr_keyids 2>/dev/null || echo 0)
+	[ "$nr" -gt 0 ] ||
+		bail_out "no MKTME KeyIDs on this kernel ($(uname -r)); use --compile-only"
+	command -v keyctl >/dev/null ||
+		bail_out "keyctl (keyutils) is not installed"
+fi
+
+echo "1..$((n_examples + n_files))"
+t=0
+failed=0
+
+# report STATUS DESCRIPTION [OUTPUT_FILE]: one TAP point.
+report() {
+	local status=$1 desc=$2 log=${3:-}
+	t=$((t + 1))
+	case $status in
+	ok) echo "ok $t - $desc" ;;
+	skip)
+		echo "ok $t - $desc # SKIP $(tail -n 1 "$log" 2>/dev/null | tr -d '#')"
+		;;
+	*)
+		echo "not ok $t - $desc"
+		failed=$((failed + 1))
+		;;
+	esac
+	if [ "$status" = fail ] && [ -n "$log" ] && [ -s "$log" ]; then
+		tail -n 30 "$log" | sed 's/^/# /'
+	fi
+}
+
+declare -A seen=()
+while IFS=$'\t' read -r file name lang line path; do
+	[ "$name" = UNMARKED ] && continue
+	desc="$(basename "$file"):$line $name ($lang)"
+	log=$work/log.$t
+	: >"$log"
+	if [ -z "$path" ]; then
+		echo "no literal block (::) after the marker" >"$log"
+		report fail "$desc" "$log"
+		continue
+	fi
+	if [ -n "${seen[$name]:-}" ]; then
+		echo "the name $name is used twice" >"$log"
+		report fail "$desc" "$log"
+		continue
+	fi
+	seen[$name]=1
+	case $lang in
+	c | c-fragment)
+		src=$path
+		if [ "$lang" = c-fragment ]; then
+			src=$work/$name.wrapped.c
+			wrap_fragment "$path" "$src"
+		else
+			cp "$path" "$work/$name.c"
+			src=$work/$name.c
+		fi
+		run=("$work/$name")
+		if ! "$CC" -Wall -Werror "${extra_cflags[@]}" -o "$work/$name" \
+			"$src" -lkeyutils >"$log" 2>&1; then
+			report fail "$desc: build" "$log"
+			continue
+		fi
+		;;
+	sh)
+		if ! bash -n "$path" >"$log" 2>&1; then
+			report fail "$desc: syntax" "$log"
+			continue
+		fi
+		if [ "$compile_only" -eq 1 ] && command -v shellcheck >/dev/null &&
+			! shellcheck -s bash "$path" >"$log" 2>&1; then
+			report fail "$desc: shellcheck" "$log"
+			continue
+		fi
+		run=(bash -euo pipefail "$path")
+		;;
+	*)
+		echo "unknown language '$lang' (c, c-fragment or sh)" >"$log"
+		report fail "$desc" "$log"
+		continue
+		;;
+	esac
+	if [ "$compile_only" -eq 1 ]; then
+		report ok "$desc: builds"
+		continue
+	fi
+	rc=0
+	# The group's redirection also catches the shell's own report of a
+	# program killed by a signal.
+	{ (cd "$work" && timeout "$timeout_s" keyctl session - "${run[@]}") \
+		</dev/null >"$log" 2>&1; } 2>>"$log" || rc=$?
+	case $rc in
+	0) report ok "$desc" ;;
+	77) report skip "$desc" "$log" ;;
+	*)
+		if [ "$rc" -eq 124 ]; then
+			echo "timed out after $timeout_s s" >>"$log"
+		elif [ "$rc" -gt 128 ]; then
+			echo "killed by signal $((rc - 128)) (status $rc)" >>"$log"
+		else
+			echo "exit status $rc" >>"$log"
+		fi
+		report fail "$desc" "$log"
+		;;
+	esac
+done <"$list"
+
+for f in "${files[@]}"; do
+	log=$work/unmarked.log
+	awk -F'\t' -v f="$f" '$1 == f && $2 == "UNMARKED" {
+		print "unmarked code block at line " $4 }' "$list" >"$log"
+	if [ -s "$log" ]; then
+		report fail "$(basename "$f"): every code block is marked" "$log"
+	else
+		report ok "$(basename "$f"): every code block is marked"
+	fi
+done
+
+[ "$failed" -eq 0 ]

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The guest half of tests/vm/pconfig-faults.sh: add_key of a cpu key while
+ * the host makes PCONFIG fail (QMP mktme-inject-pconfig-error). Needs
+ * root; TAP on stdout.
+ *
+ * It prints "faults: keyids_in_use N", then pauses ("faults: pause NAME",
+ * and waits for a line on stdin, the host's "go" through ssh, for up to
+ * 120 s) before each add_key:
+ *
+ *   entropy  the host made package 0's next PCONFIG fail (entropy error):
+ *            add_key fails with ENOKEY, keyids_in_use unchanged
+ *   busy     the same on package 1 (device busy): package 0 is programmed,
+ *            package 1 is not; ENOKEY, keyids_in_use unchanged
+ *   clean    nothing injected: add_key succeeds, keyids_in_use + 1, and
+ *            memory encrypted with the key reads back
+ *   done     the key is in use ("region cpu keyid=K"): the host looks at
+ *            both packages' tables
+ */
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mktme.h"
+
+/* Tell the host, wait for its line on stdin (at most 120 s). */
+static void pause_for_host(const char *name)
+{
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	char c = 0;
+	int waited = 0;
+
+	printf("faults: pause %s\n", name);
+	fflush(stdout);
+	while (c != '\n' && waited < 120) {
+		if (poll(&pfd, 1, 1000) == 0) {
+			waited++;
+			continue;
+		}
+		if (read(0, &c, 1) != 1)
+			break;
+	}
+	if (c != '\n')
+		diag("no word from the host after %d s: going on", waited);
+	printf("faults: resumed %s\n", name);
+}
+
+/* add_key must fail with ENOKEY and leave keyids_in_use at n0. */
+static void add_fails(const char *why, long n0)
+{
+	key_serial_t key = mktme_add(why, CPU_KEY);
+	long now;
+
+	if (!is_errno(key, ENOKEY, "%s: add_key of a cpu key fails with ENOKEY", why))
+		keyctl_invalidate(key);
+	now = settled_keyids_in_use();
+	ok(now == n0, "%s: keyids_in_use stays %ld (%ld): the KeyID went back",
+	   why, n0, now);
+}
+
+int main(void)
+{
+	key_serial_t key;
+	long n0, now, keyid = -1;
+	char *p;
+
+	plan(8);
+	require_mktme();
+	n0 = settled_keyids_in_use();
+	printf("faults: keyids_in_use %ld\n", n0);
+
+	pause_for_host("entropy");
+	add_fails("entropy error on package 0", n0);
+	pause_for_host("busy");
+	add_fails("device busy on package 1", n0);
+
+	pause_for_host("clean");
+	key = mktme_add("clean", CPU_KEY);
+	if (!ok(key != -1, "nothing injected: add_key succeeds"))
+		diag("add_key: %s", strerror(errno));
+	now = settled_keyids_in_use();
+	ok(now == n0 + 1, "keyids_in_use %ld -> %ld", n0, now);
+	p = map_anon(PAGE, MAP_PRIVATE);
+	if (p && key != -1 &&
+	    !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key)) {
+		fill(p, PAGE, 5);
+		keyid = keyid_of(p);
+	}
+	ok(keyid > 0 && mismatch(p, PAGE, 5) == -1,
+	   "a page encrypted with it (KeyID %ld) reads back", keyid);
+	printf("region cpu keyid=%ld\n", keyid);
+	pause_for_host("done");
+	return done();
+}

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The guest half of tests/vm/hotplug.sh: encrypted memory across CPU
+ * hotplug of a whole package, on 2 sockets x 2 CPUs (CPUs 0-1 package 0,
+ * 2-3 package 1). Needs root. TAP on stdout.
+ *
+ *   hotplug cpu         two cpu keys: onlining package 1 programs them there
+ *   hotplug user        a user key, no mktme_savekeys: onlining package 1
+ *                       is refused (EPERM) while the key's KeyID is in use,
+ *                       and works once it is released
+ *   hotplug user-saved  a user key with mktme_savekeys: onlining works
+ *
+ * One process keeps the memory and moves itself between the packages with
+ * sched_setaffinity(): it takes package 1 offline, fills the memory on CPU
+ * 0, brings package 1 back and reads the memory on CPU 2 (through package
+ * 1's key table), writes it there and reads it back on CPU 0.
+ *
+ * For the host it prints "region NAME keyid=K pa=0x... seed=S", and at
+ * each pause "hotplug: pause NAME" (offline: package 1 is offline and the
+ * keys are in use; online: package 1 is back); it then waits for a line on
+ * stdin (the host's "go", through ssh) for up to 120 s, and goes on
+ * anyway after that ("hotplug: resumed NAME").
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mktme.h"
+
+#define NPAGES 16
+#define LEN (NPAGES * PAGE)
+#define CPU_SYSFS "/sys/devices/system/cpu"
+
+struct region {
+	const char *name;
+	key_serial_t key;
+	char *p;
+	long keyid;
+};
+
+/* A number in /sys/devices/system/cpu/cpuCPU/FILE, or -1. */
+static long cpu_value(int cpu, const char *file)
+{
+	char path[128];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/%s", cpu, file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* Write "0" or "1" to cpuCPU/online with write(2): 0 or its errno. */
+static int set_online(int cpu, int on)
+{
+	char path[128];
+	ssize_t w;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/online", cpu);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	w = write(fd, on ? "1" : "0", 1);
+	if (w != 1)
+		err = w < 0 ? errno : EIO;
+	close(fd);
+	return err;
+}
+
+/* Run on CPU only; the CPU we then run on, or -1 (errno set). */
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -1;
+	return sched_getcpu();
+}
+
+/* Tell the host, wait for its line on stdin (at most 120 s). */
+static void pause_for_host(const char *name)
+{
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	char c = 0;
+	int waited = 0;
+
+	printf("hotplug: pause %s\n", name);
+	fflush(stdout);
+	while (c != '\n' && waited < 120) {
+		if (poll(&pfd, 1, 1000) == 0) {
+			waited++;
+			continue;
+		}
+		if (read(0, &c, 1) != 1)
+			break;
+	}
+	if (c != '\n')
+		diag("no word from the host after %d s: going on", waited);
+	printf("hotplug: resumed %s\n", name);
+}
+
+static int cmdline_has(const char *word)
+{
+	char buf[4096], *tok, *save;
+	FILE *f = fopen("/proc/cmdline", "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f))
+		for (tok = strtok_r(buf, " \n", &save); tok && !found;
+		     tok = strtok_r(NULL, " \n", &save))
+			found = !strcmp(tok, word);
+	fclose(f);
+	return found;
+}
+
+/* CPUs 0-1 on package 0, 2-3 on package 1, all online. */
+static void check_topology(void)
+{
+	int cpu, good = 1;
+
+	for (cpu = 0; cpu < 4; cpu++) {
+		long pkg = cpu_value(cpu, "topology/physical_package_id");
+		long on = cpu ? cpu_value(cpu, "online") : 1;
+
+		diag("CPU %d: package %ld, online %ld", cpu, pkg, on);
+		good &= pkg == cpu / 2 && on == 1;
+	}
+	good &= cpu_value(4, "topology/physical_package_id") == -1;
+	if (!ok(good, "4 CPUs online: 0-1 on package 0, 2-3 on package 1"))
+		bail_out("not the topology of vm/run --sockets 2 --cpus 4");
+}
+
+/* Package 1 (CPUs 3 and 2) goes offline; we run on CPU 0. */
+static void package1_offline(void)
+{
+	int e3 = set_online(3, 0), e2 = set_online(2, 0);
+
+	if (!ok(!e3 && !e2 && cpu_value(2, "online") == 0 &&
+		cpu_value(3, "online") == 0,
+		"CPUs 3 and 2 go offline: package 1 has no CPU online"))
+		bail_out("offline: CPU 3: %s, CPU 2: %s", strerror(e3), strerror(e2));
+	if (!ok(pin(0) == 0, "running on CPU 0 (package 0)"))
+		bail_out("sched_setaffinity CPU 0: %s", strerror(errno));
+}
+
+/* Package 1 (CPUs 2 and 3) comes online: both writes must succeed. */
+static int package1_online(void)
+{
+	int e2 = set_online(2, 1), e3 = set_online(3, 1);
+
+	ok(!e2 && cpu_value(2, "online") == 1,
+	   "CPU 2, the first of package 1, comes online (%s)",
+	   e2 ? strerror(e2) : "write ok");
+	ok(!e3 && cpu_value(3, "online") == 1, "CPU 3 comes online (%s)",
+	   e3 ? strerror(e3) : "write ok");
+	return !e2 && !e3;
+}
+
+/* A region of LEN bytes encrypted with a new key of PAYLOAD, filled. */
+static void new_region(struct region *r, const char *payload, unsigned int seed)
+{
+	r->key = mktme_add(r->name, payload);
+	r->p = map_anon(LEN, MAP_PRIVATE);
+	if (r->key == -1 || !r->p ||
+	    encrypt_mprotect(r->p, LEN, PROT_READ | PROT_WRITE, r->key))
+		bail_out("%s: key %d, map %p: %s", r->name, r->key, r->p,
+			 strerror(errno));
+	fill(r->p, LEN, seed);
+	r->keyid = keyid_of(r->p);
+	printf("region %s keyid=%ld pa=0x%llx seed=%u\n", r->name, r->keyid,
+	       (unsigned long long)phys_addr(r->p), seed);
+	ok(r->keyid > 0, "%s: %d pages encrypted with KeyID %ld, filled on CPU %d",
+	   r->name, NPAGES, r->keyid, sched_getcpu());
+}
+
+static int reads_back(const struct region *r, unsigned int seed)
+{
+	long at = mismatch(r->p, LEN, seed);
+
+	if (at != -1)
+		diag("%s: byte %ld differs from pattern %u", r->name, at, seed);
+	return at == -1;
+}
+
+/*
+ * On CPU 2 (package 1): the regions read back, one is rewritten there
+ * with a new pattern; back on CPU 0 that pattern reads back.
+ */
+static void across_packages(struct region *r, int n)
+{
+	int i, cpu = pin(2);
+
+	if (!ok(cpu == 2, "running on CPU 2 (package 1): sched_getcpu() %d", cpu))
+		return;
+	for (i = 0; i < n; i++)
+		ok(reads_back(&r[i], i + 1),
+		   "%s: the data filled on CPU 0 reads back on CPU 2 (KeyID %ld, package 1's table)",
+		   r[i].name, r[i].keyid);
+	fill(r[0].p, LEN, 11);
+	cpu = pin(0);
+	ok(cpu == 0 && reads_back(&r[0], 11),
+	   "%s: data written on CPU 2 reads back on CPU 0 (sched_getcpu() %d)",
+	   r[0].name, cpu);
+}
+
+static int cpu_keys(void)
+{
+	struct region r[2] = { { .name = "cpu1" }, { .name = "cpu2" } };
+	int i;
+
+	plan(13);
+	require_mktme();
+	check_topology();
+	package1_offline();
+	for (i = 0; i < 2; i++)
+		new_region(&r[i], CPU_KEY, i + 1);
+	ok(r[0].keyid != r[1].keyid && reads_back(&r[0], 1) && reads_back(&r[1], 2),
+	   "two KeyIDs, both regions read back on CPU 0");
+	pause_for_host("offline");
+	package1_online();
+	across_packages(r, 2);
+	pause_for_host("online");
+	return done();
+}
+
+static int user_key(int saved)
+{
+	struct region r = { .name = "user" };
+	long before, now;
+	int err, cpu;
+
+	plan(saved ? 12 : 15);
+	require_mktme();
+	check_topology();
+	ok(cmdline_has("mktme_savekeys") == saved, "mktme_savekeys is %son the command line",
+	   saved ? "" : "not ");
+	package1_offline();
+	before = settled_keyids_in_use();
+	new_region(&r, USER_KEY, 1);
+	now = mktme_sysfs("keyids_in_use");
+	ok(now == before + 1 && reads_back(&r, 1),
+	   "keyids_in_use %ld -> %ld; the region reads back on CPU 0", before, now);
+	if (saved) {
+		pause_for_host("offline");
+		package1_online();
+		across_packages(&r, 1);
+		pause_for_host("online");
+		return done();
+	}
+
+	err = set_online(2, 1);
+	ok(err == EPERM && cpu_value(2, "online") == 0,
+	   "CPU 2 cannot come online while user KeyID %ld is in use: %s, online %ld",
+	   r.keyid, err ? strerror(err) : "write succeeded", cpu_value(2, "online"));
+	err = set_online(3, 1);
+	ok(err == EPERM && cpu_value(3, "online") == 0,
+	   "nor CPU 3: %s, online %ld", err ? strerror(err) : "write succeeded",
+	   cpu_value(3, "online"));
+	cpu = pin(2);
+	ok(cpu == -1 && errno == EINVAL,
+	   "sched_setaffinity to CPU 2 fails with EINVAL (got %d, %s)", cpu,
+	   cpu == -1 ? strerror(errno) : "no error");
+	cpu = pin(0);
+	ok(cpu == 0 && reads_back(&r, 1), "the region still reads back on CPU 0");
+
+	munmap(r.p, LEN);
+	keyctl_invalidate(r.key);
+	now = wait_keyids_in_use(before, 10000);
+	ok(now == before, "munmap + invalidate: keyids_in_use back to %ld (%ld)",
+	   before, now);
+	if (package1_online()) {
+		cpu = pin(2);
+		ok(cpu == 2, "running on CPU 2: sched_getcpu() %d", cpu);
+	} else {
+		skip("package 1 did not come online", "running on CPU 2");
+	}
+	return done();
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "cpu"))
+		return cpu_keys();
+	if (argc == 2 && !strcmp(argv[1], "user"))
+		return user_key(0);
+	if (argc == 2 && !strcmp(argv[1], "user-saved"))
+		return user_key(1);
+	fprintf(stderr, "usage: %s cpu|user|user-saved\n", argv[0]);
+	return 2;
+}

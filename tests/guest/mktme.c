@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Helpers shared by the MKTME API tests; see mktme.h. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mktme.h"
+
+#define SYSFS "/sys/kernel/mm/mktme"
+
+long encrypt_mprotect(void *addr, size_t len, int prot, key_serial_t key)
+{
+	return syscall(SYS_encrypt_mprotect, addr, len, prot, key);
+}
+
+key_serial_t mktme_add(const char *desc, const char *payload)
+{
+	return add_key("mktme", desc, payload, strlen(payload),
+		       KEY_SPEC_PROCESS_KEYRING);
+}
+
+long mktme_sysfs(const char *name)
+{
+	char path[128];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), SYSFS "/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+long wait_keyids_in_use(long want, int timeout_ms)
+{
+	long v;
+	int t;
+
+	for (t = 0;; t += 50) {
+		v = mktme_sysfs("keyids_in_use");
+		if (v == want || t >= timeout_ms)
+			return v;
+		sleep_ms(50);
+	}
+}
+
+long settled_keyids_in_use(void)
+{
+	long v = mktme_sysfs("keyids_in_use"), now;
+	int t, stable = 0;
+
+	for (t = 0; t < 10000 && stable < 1000; t += 100) {
+		sleep_ms(100);
+		now = mktme_sysfs("keyids_in_use");
+		stable = now == v ? stable + 100 : 0;
+		v = now;
+	}
+	return v;
+}
+
+static FILE *open_proc(pid_t pid, const char *what)
+{
+	char path[64];
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	else
+		snprintf(path, sizeof(path), "/proc/self/%s", what);
+	return fopen(path, "r");
+}
+
+/* A VMA's first line in maps and smaps: "start-end perms offset ...". */
+static int vma_line(const char *line, unsigned long *start,
+		    unsigned long *end, char perms[5])
+{
+	return sscanf(line, "%lx-%lx %4s", start, end, perms) == 3;
+}
+
+long smaps_field(pid_t pid, const void *addr, const char *field)
+{
+	unsigned long start, end, a = (unsigned long)addr;
+	size_t n = 0, flen = strlen(field);
+	long ret = -2;
+	char *line = NULL, perms[5];
+	int in_vma = 0;
+	FILE *f = open_proc(pid, "smaps");
+
+	while (f && getline(&line, &n, f) > 0) {
+		if (vma_line(line, &start, &end, perms)) {
+			if (in_vma)
+				break;
+			in_vma = a >= start && a < end;
+			if (in_vma)
+				ret = -1;
+		} else if (in_vma && !strncmp(line, field, flen) &&
+			   line[flen] == ':') {
+			ret = strtol(line + flen + 1, NULL, 10);
+			break;
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return ret;
+}
+
+/* "KeyID:", one or more spaces, a decimal number, the end of the line. */
+static int keyid_line(const char *line)
+{
+	const char *p = line + strlen("KeyID:");
+
+	if (strncmp(line, "KeyID:", strlen("KeyID:")) || *p != ' ')
+		return 0;
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return *p == '\n' || *p == '\0';
+}
+
+int smaps_vmas_without_keyid(int *nr_vmas)
+{
+	unsigned long start, end;
+	size_t n = 0;
+	char *line = NULL, perms[5];
+	int bad = 0, lines = -1;
+	FILE *f = open_proc(0, "smaps");
+
+	*nr_vmas = 0;
+	if (!f)
+		return -1;
+	while (getline(&line, &n, f) > 0) {
+		if (vma_line(line, &start, &end, perms)) {
+			bad += lines >= 0 && lines != 1;
+			lines = 0;
+			++*nr_vmas;
+		} else if (!strncmp(line, "KeyID", 5)) {
+			/* A malformed KeyID line counts as a second one. */
+			lines += keyid_line(line) ? 1 : 2;
+		}
+	}
+	bad += lines >= 0 && lines != 1;
+	free(line);
+	fclose(f);
+	return bad;
+}
+
+int vma_prot(const void *addr)
+{
+	unsigned long start, end, a = (unsigned long)addr;
+	size_t n = 0;
+	char *line = NULL, perms[5];
+	int prot = -1;
+	FILE *f = open_proc(0, "maps");
+
+	while (f && getline(&line, &n, f) > 0) {
+		if (vma_line(line, &start, &end, perms) && a >= start && a < end) {
+			prot = (perms[0] == 'r' ? PROT_READ : 0) |
+			       (perms[1] == 'w' ? PROT_WRITE : 0) |
+			       (perms[2] == 'x' ? PROT_EXEC : 0);
+			break;
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return prot;
+}
+
+int pagemap(const void *p, size_t n, uint64_t *e)
+{
+	ssize_t want = (ssize_t)(n * sizeof(*e));
+	int fd = open("/proc/self/pagemap", O_RDONLY), ret = -1;
+
+	if (fd < 0)
+		return -1;
+	if (pread(fd, e, want, (off_t)((uintptr_t)p / PAGE * sizeof(*e))) == want)
+		ret = 0;
+	close(fd);
+	return ret;
+}
+
+uint64_t phys_addr(const void *p)
+{
+	uint64_t e;
+
+	if (pagemap(p, 1, &e) || !(e & PM_PRESENT))
+		return 0;
+	return PM_PFN(e) * PAGE;
+}
+
+void *map_anon(size_t len, int flags)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS,
+		       -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static uint8_t pattern_byte(size_t i, unsigned int seed)
+{
+	return (uint8_t)(seed * 0x35 + i * 7 + (i >> 8) * 3 + 1);
+}
+
+void fill(void *p, size_t len, unsigned int seed)
+{
+	uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		b[i] = pattern_byte(i, seed);
+}
+
+long mismatch(const void *p, size_t len, unsigned int seed)
+{
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (b[i] != pattern_byte(i, seed))
+			return (long)i;
+	return -1;
+}
+
+int all_zero(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+int in_child(int (*fn)(void *), void *arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(fn(arg) & 0xff);
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+const char *mktme_missing(void)
+{
+	struct stat st;
+	key_serial_t key;
+
+	if (stat(SYSFS, &st) || !S_ISDIR(st.st_mode))
+		return SYSFS " does not exist: not our kernel, or no MKTME";
+	if (mktme_sysfs("nr_keyids") <= 0 || mktme_sysfs("keyids_in_use") < 0)
+		return SYSFS "/nr_keyids or keyids_in_use unreadable or 0";
+	/* An invalid payload: EINVAL from the key type, ENODEV without it. */
+	key = mktme_add("probe", "type=bogus");
+	if (key == -1 && errno == ENODEV)
+		return "add_key(\"mktme\") gives ENODEV: no mktme key type";
+	if (key != -1)
+		keyctl_invalidate(key);
+	return NULL;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the MKTME API tests (mktme.c): the system call, keys,
+ * /proc/PID/smaps and /sys/kernel/mm/mktme, memory patterns, children.
+ */
+#ifndef MKTME_H
+#define MKTME_H
+
+#include <keyutils.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tap.h"
+
+#define SYS_encrypt_mprotect 335 /* x86-64 */
+#define PAGE 4096UL
+#define CPU_KEY "type=cpu algorithm=aes-xts-128"
+#define HEX32 "00112233445566778899aabbccddeeff"
+#define HEX32_B "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+#define USER_KEY "type=user algorithm=aes-xts-128 key=" HEX32 " tweak=" HEX32_B
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+long encrypt_mprotect(void *addr, size_t len, int prot, key_serial_t key);
+
+/* add_key("mktme", desc, payload) into the process keyring. */
+key_serial_t mktme_add(const char *desc, const char *payload);
+
+/* A value of /sys/kernel/mm/mktme/NAME, or -1. */
+long mktme_sysfs(const char *name);
+/* Poll keyids_in_use for up to timeout_ms until it is want; the last value. */
+long wait_keyids_in_use(long want, int timeout_ms);
+/* keyids_in_use once it has not changed for a second (at most 10 s). */
+long settled_keyids_in_use(void);
+
+/*
+ * The value of the "FIELD:" line of the VMA holding addr in
+ * /proc/PID/smaps (pid 0: self): -1 if the VMA has no such line, -2 if no
+ * VMA holds addr.
+ */
+long smaps_field(pid_t pid, const void *addr, const char *field);
+#define keyid_of(addr) smaps_field(0, (addr), "KeyID")
+/* VMAs of /proc/self/smaps without exactly one "KeyID: <decimal>" line. */
+int smaps_vmas_without_keyid(int *nr_vmas);
+/* PROT_* bits of the VMA holding addr from /proc/self/maps, or -1. */
+int vma_prot(const void *addr);
+
+/*
+ * /proc/self/pagemap (PFNs need root): the entries of n pages from p into
+ * e; 0, or -1 if it cannot be read. PM_PFN is the PFN of a present page
+ * (its KeyID-0 address >> 12), or swap type | offset << 5 of a swapped one.
+ */
+#define PM_PRESENT (1ULL << 63)
+#define PM_SWAP (1ULL << 62)
+#define PM_PFN(e) ((e) & ((1ULL << 55) - 1))
+int pagemap(const void *p, size_t n, uint64_t *e);
+/* The physical (KeyID 0) address of the page at p, 0 if it is not present. */
+uint64_t phys_addr(const void *p);
+
+void sleep_ms(int ms);
+
+/* mmap of anonymous memory (flags MAP_PRIVATE or MAP_SHARED), NULL on failure. */
+void *map_anon(size_t len, int flags);
+void fill(void *p, size_t len, unsigned int seed);
+/* Offset of the first byte that differs from fill()'s pattern, or -1. */
+long mismatch(const void *p, size_t len, unsigned int seed);
+int all_zero(const void *p, size_t len);
+
+/*
+ * Run fn(arg) in a child process; its return value is the child's exit
+ * status. Returns that status, or 128 + signal if the child was killed.
+ */
+int in_child(int (*fn)(void *), void *arg);
+
+/* NULL if MKTME is there (sysfs and the key type), else why not. */
+const char *mktme_missing(void);
+
+/* First test point of every program: no MKTME is a failure, not a skip. */
+static inline void require_mktme(void)
+{
+	const char *why = mktme_missing();
+
+	if (!ok(!why, "MKTME: /sys/kernel/mm/mktme and the mktme key type"))
+		bail_out("%s", why);
+	diag("nr_keyids %ld, keyids_in_use %ld", mktme_sysfs("nr_keyids"),
+	     mktme_sysfs("keyids_in_use"));
+}
+
+#endif

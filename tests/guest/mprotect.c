@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * encrypt_mprotect(): its errors (with nothing changed by a refused call),
+ * the protection it sets, the pages it discards, and how it stacks with
+ * mprotect() and pkey_mprotect().
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mktme.h"
+
+#define RW (PROT_READ | PROT_WRITE)
+
+static key_serial_t key;
+
+static int write_byte(void *p)
+{
+	*(volatile uint8_t *)p = 1;
+	return 0;
+}
+
+struct pkey_page {
+	int pkey;
+	uint8_t *p;
+};
+
+static int read_with_pkey_disabled(void *arg)
+{
+	struct pkey_page *pp = arg;
+
+	pkey_set(pp->pkey, PKEY_DISABLE_ACCESS);
+	return *(volatile uint8_t *)pp->p == 12 ? 0 : 1;
+}
+
+/* A serial that names no key. */
+static key_serial_t no_such_key(void)
+{
+	key_serial_t s;
+
+	for (s = 0x7ffffff0; s > 0; s--)
+		if (keyctl_describe(s, NULL, 0) == -1 && errno == ENOKEY)
+			return s;
+	return 0;
+}
+
+static void test_alignment(void)
+{
+	char *p = map_anon(2 * PAGE, MAP_PRIVATE);
+
+	is_errno(encrypt_mprotect(p, PAGE + 1, RW, key), EINVAL,
+		 "len of a page and a byte: EINVAL");
+	is_errno(encrypt_mprotect(p, 100, RW, key), EINVAL,
+		 "len of 100 bytes: EINVAL");
+	is_errno(encrypt_mprotect(p + 1, PAGE, RW, key), EINVAL,
+		 "addr not page aligned: EINVAL");
+	is_errno(encrypt_mprotect(p, PAGE, 0x80, key), EINVAL,
+		 "unknown prot bit: EINVAL");
+	munmap(p, 2 * PAGE);
+}
+
+static void test_not_anonymous(void)
+{
+	char path[] = "/var/tmp/mktme-test.XXXXXX";
+	int fd = mkstemp(path);
+	char *a = map_anon(2 * PAGE, MAP_PRIVATE), *f;
+
+	unlink(path);
+	if (fd < 0 || ftruncate(fd, 2 * PAGE))
+		diag("temporary file: %s", strerror(errno));
+	f = mmap(NULL, PAGE, RW, MAP_PRIVATE, fd, 0);
+	is_errno(encrypt_mprotect(f, PAGE, RW, key), EINVAL,
+		 "private file mapping: EINVAL");
+	munmap(f, PAGE);
+
+	/* Anonymous page, then a file page: the range is refused whole. */
+	fill(a, PAGE, 7);
+	f = mmap(a + PAGE, PAGE, RW, MAP_PRIVATE | MAP_FIXED, fd, 0);
+	if (f == MAP_FAILED)
+		diag("mmap of the file over the second page: %s", strerror(errno));
+	is_errno(encrypt_mprotect(a, 2 * PAGE, PROT_READ, key), EINVAL,
+		 "anonymous page + file page: EINVAL");
+	ok(mismatch(a, PAGE, 7) == -1, "the anonymous page keeps its data");
+	ok(vma_prot(a) == RW && keyid_of(a) == 0,
+	   "and its protection (rw) and KeyID 0 (got prot %d, KeyID %ld)",
+	   vma_prot(a), keyid_of(a));
+	munmap(a, 2 * PAGE);
+	close(fd);
+
+	/* A hole in the range. */
+	a = map_anon(3 * PAGE, MAP_PRIVATE);
+	fill(a, PAGE, 8);
+	fill(a + 2 * PAGE, PAGE, 9);
+	munmap(a + PAGE, PAGE);
+	is_errno(encrypt_mprotect(a, 3 * PAGE, PROT_READ, key), ENOMEM,
+		 "a hole in the range: ENOMEM");
+	ok(mismatch(a, PAGE, 8) == -1 && mismatch(a + 2 * PAGE, PAGE, 9) == -1 &&
+	   vma_prot(a) == RW && vma_prot(a + 2 * PAGE) == RW &&
+	   keyid_of(a) == 0 && keyid_of(a + 2 * PAGE) == 0,
+	   "the pages around the hole keep data, protection and KeyID 0");
+	munmap(a, 3 * PAGE);
+}
+
+static void test_bad_keys(void)
+{
+	char *p = map_anon(PAGE, MAP_PRIVATE);
+	key_serial_t user = add_key("user", "not-mktme", "x", 1,
+				    KEY_SPEC_PROCESS_KEYRING);
+	key_serial_t ring = keyctl_get_keyring_ID(KEY_SPEC_PROCESS_KEYRING, 1);
+	key_serial_t gone = mktme_add("gone", CPU_KEY);
+	key_serial_t noview = mktme_add("noview", CPU_KEY);
+
+	keyctl_invalidate(gone);
+	is_errno(encrypt_mprotect(p, PAGE, RW, no_such_key()), ENOKEY,
+		 "serial of no key: ENOKEY");
+	is_errno(encrypt_mprotect(p, PAGE, RW, user), ENOKEY,
+		 "a user key: ENOKEY");
+	is_errno(encrypt_mprotect(p, PAGE, RW, ring), ENOKEY,
+		 "a keyring: ENOKEY");
+	is_errno(encrypt_mprotect(p, PAGE, RW, gone), ENOKEY,
+		 "an invalidated mktme key: ENOKEY");
+
+	/* Every permission but view, for the possessor only. */
+	fill(p, PAGE, 10);
+	keyctl_setperm(noview, KEY_POS_ALL & ~KEY_POS_VIEW);
+	is_errno(encrypt_mprotect(p, PAGE, PROT_READ, noview), EACCES,
+		 "no view permission on the key: EACCES");
+	ok(mismatch(p, PAGE, 10) == -1 && keyid_of(p) == 0 && vma_prot(p) == RW,
+	   "the refused call left data, KeyID 0 and protection alone");
+	keyctl_setperm(noview, KEY_POS_ALL);
+	ok(encrypt_mprotect(p, PAGE, RW, noview) == 0 && keyid_of(p) > 0,
+	   "with view permission back: success, KeyID %ld", keyid_of(p));
+	munmap(p, PAGE);
+	keyctl_invalidate(user);
+	keyctl_invalidate(noview);
+}
+
+static void test_split_discard(void)
+{
+	char *r = map_anon(3 * PAGE, MAP_PRIVATE);
+	long k;
+
+	fill(r, PAGE, 1);
+	fill(r + PAGE, PAGE, 2);
+	fill(r + 2 * PAGE, PAGE, 3);
+	ok(encrypt_mprotect(r + PAGE, PAGE, RW, key) == 0,
+	   "encrypt_mprotect of the middle page of three");
+	k = keyid_of(r + PAGE);
+	ok(keyid_of(r) == 0 && k > 0 && keyid_of(r + 2 * PAGE) == 0,
+	   "its VMA is split: KeyIDs 0, %ld, 0", k);
+	ok(all_zero(r + PAGE, PAGE), "the data it had is discarded: zeros");
+	ok(mismatch(r, PAGE, 1) == -1 && mismatch(r + 2 * PAGE, PAGE, 3) == -1,
+	   "the pages on either side keep their data");
+	ok(mprotect(r, 3 * PAGE, PROT_READ) == 0 && keyid_of(r) == 0 &&
+	   k > 0 && keyid_of(r + PAGE) == k && keyid_of(r + 2 * PAGE) == 0 &&
+	   vma_prot(r + PAGE) == PROT_READ,
+	   "mprotect over all three keeps each KeyID (no merge across KeyIDs)");
+	munmap(r, 3 * PAGE);
+}
+
+static void test_prot(void)
+{
+	char *p = map_anon(PAGE, MAP_PRIVATE);
+	key_serial_t other = mktme_add("other", CPU_KEY);
+	long k;
+
+	ok(encrypt_mprotect(p, PAGE, PROT_READ, key) == 0 &&
+	   vma_prot(p) == PROT_READ && keyid_of(p) > 0,
+	   "encrypt_mprotect(PROT_READ): read-only, KeyID %ld", keyid_of(p));
+	ok(in_child(write_byte, p) == 128 + SIGSEGV, "a write to it: SIGSEGV");
+	ok(all_zero(p, PAGE), "it reads as zeros");
+	k = keyid_of(p);
+	ok(mprotect(p, PAGE, RW) == 0 && k > 0 && keyid_of(p) == k &&
+	   vma_prot(p) == RW,
+	   "a later mprotect(rw) keeps KeyID %ld", k);
+	fill(p, PAGE, 11);
+	ok(encrypt_mprotect(p, PAGE, RW, other) == 0 && all_zero(p, PAGE),
+	   "encrypt_mprotect with another key discards the data: zeros");
+	ok(keyid_of(p) > 0 && keyid_of(p) != k,
+	   "and gives the other key's KeyID (%ld, was %ld)", keyid_of(p), k);
+	munmap(p, PAGE);
+	keyctl_invalidate(other);
+}
+
+static void test_pkey(void)
+{
+	int pkey = pkey_alloc(0, 0);
+	char *p = map_anon(PAGE, MAP_PRIVATE);
+	struct pkey_page pp = { pkey, (uint8_t *)p };
+	long k;
+
+	if (pkey < 0 && (errno == ENOSPC || errno == EINVAL || errno == ENOSYS)) {
+		for (k = 0; k < 4; k++)
+			skip("no protection keys", "pkey with a KeyID");
+		munmap(p, PAGE);
+		return;
+	}
+	ok(pkey_mprotect(p, PAGE, RW, pkey) == 0 &&
+	   encrypt_mprotect(p, PAGE, RW, key) == 0,
+	   "pkey_mprotect(pkey %d), then encrypt_mprotect", pkey);
+	fill(p, PAGE, 12);
+	k = keyid_of(p);
+	ok(smaps_field(0, p, "ProtectionKey") == pkey && k > 0,
+	   "smaps: ProtectionKey %ld, KeyID %ld",
+	   smaps_field(0, p, "ProtectionKey"), k);
+	ok(in_child(read_with_pkey_disabled, &pp) == 128 + SIGSEGV,
+	   "the pkey still guards it: a read with access disabled faults");
+	ok(pkey_mprotect(p, PAGE, RW, 0) == 0 && k > 0 && keyid_of(p) == k &&
+	   smaps_field(0, p, "ProtectionKey") == 0 && mismatch(p, PAGE, 12) == -1,
+	   "pkey_mprotect(pkey 0) afterwards keeps the KeyID and the data");
+	munmap(p, PAGE);
+	pkey_free(pkey);
+}
+
+int main(void)
+{
+	plan(1 + 4 + 6 + 7 + 5 + 6 + 4);
+	require_mktme();
+	key = mktme_add("mprotect", CPU_KEY);
+	if (key == -1)
+		bail_out("add_key of a cpu key: %s", strerror(errno));
+
+	test_alignment();
+	test_not_anonymous();
+	test_bad_keys();
+	test_split_discard();
+	test_prot();
+	test_pkey();
+	keyctl_invalidate(key);
+	return done();
+}
