@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Key tables of the MKTME platform model over QMP, for tests/vm/hotplug.sh
+and tests/vm/pconfig-faults.sh (the QMP client is tests/vm/ram.py's).
+
+  mktme_qmp.py state SOCKET PKG STATE KEYID...
+        every KEYID of package PKG's table is in STATE (unprogrammed,
+        direct, random, clear, no-encrypt), with a fingerprint if STATE is
+        direct or random; prints each, status 1 if any is not
+  mktme_qmp.py same SOCKET [KEYID...]
+        every package's table is package 0's, KeyID by KeyID (state and
+        fingerprint), for every KeyID or only those given; prints the
+        differences and package 0's programmed KeyIDs, status 1 if there
+        is any difference
+  mktme_qmp.py field SOCKET PKG NAME
+        prints package PKG's NAME (program-count, fail-count,
+        inject-remaining)
+  mktme_qmp.py inject SOCKET PKG COUNT STATUS
+        mktme-inject-pconfig-error (STATUS entropy-error or device-busy)
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ram import QMP  # noqa: E402
+
+
+def packages(sock):
+    info = QMP(sock).cmd("query-mktme")
+    if not info.get("enabled"):
+        raise RuntimeError("query-mktme: MKTME is not enabled")
+    return info["packages"]
+
+
+def keyids(pkg):
+    """KeyID -> (state, fingerprint or "-") of one package."""
+    return {k["keyid"]: (k["state"], k.get("fingerprint", "-"))
+            for k in pkg["keyids"]}
+
+
+def state(sock, pkg, want, ids):
+    table = keyids(packages(sock)[pkg])
+    bad = 0
+    for k in ids:
+        st, fp = table.get(k, ("absent", "-"))
+        good = st == want and (fp != "-") == (want in ("direct", "random"))
+        print("package %d KeyID %d: %s %s%s" % (pkg, k, st, fp,
+                                               "" if good else " (want %s)" % want))
+        bad += not good
+    return 1 if bad else 0
+
+
+def same(sock, only):
+    pkgs = packages(sock)
+    ref = keyids(pkgs[0])
+    bad = 0
+    for p in pkgs[1:]:
+        table = keyids(p)
+        for k in sorted(only or set(ref) | set(table)):
+            if table.get(k) != ref.get(k):
+                print("KeyID %d: package 0 %s, package %d %s" %
+                      (k, " ".join(ref.get(k, ("absent",))), p["package"],
+                       " ".join(table.get(k, ("absent",)))))
+                bad += 1
+    programmed = ["%d %s %s" % (k, st, fp) for k, (st, fp) in sorted(ref.items())
+                  if st != "unprogrammed"]
+    print("%d packages; programmed on package 0: %s" %
+          (len(pkgs), ", ".join(programmed) or "none"))
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) >= 6 and argv[1] == "state":
+        return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
+    if len(argv) >= 3 and argv[1] == "same":
+        return same(argv[2], [int(k) for k in argv[3:]])
+    if len(argv) == 5 and argv[1] == "field":
+        print(packages(argv[2])[int(argv[3])][argv[4]])
+        return 0
+    if len(argv) == 6 and argv[1] == "inject":
+        QMP(argv[2]).cmd("mktme-inject-pconfig-error", package=int(argv[3]),
+                         count=int(argv[4]), status=argv[5])
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
