@@ -17,33 +17,10 @@
  *   done     the key is in use ("region cpu keyid=K"): the host looks at
  *            both packages' tables
  */
-#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "mktme.h"
-
-/* Tell the host, wait for its line on stdin (at most 120 s). */
-static void pause_for_host(const char *name)
-{
-	struct pollfd pfd = { .fd = 0, .events = POLLIN };
-	char c = 0;
-	int waited = 0;
-
-	printf("faults: pause %s\n", name);
-	fflush(stdout);
-	while (c != '\n' && waited < 120) {
-		if (poll(&pfd, 1, 1000) == 0) {
-			waited++;
-			continue;
-		}
-		if (read(0, &c, 1) != 1)
-			break;
-	}
-	if (c != '\n')
-		diag("no word from the host after %d s: going on", waited);
-	printf("faults: resumed %s\n", name);
-}
 
 /* add_key must fail with ENOKEY and leave keyids_in_use at n0. */
 static void add_fails(const char *why, long n0)
@@ -69,12 +46,12 @@ int main(void)
 	n0 = settled_keyids_in_use();
 	printf("faults: keyids_in_use %ld\n", n0);
 
-	pause_for_host("entropy");
+	pause_for_host("faults", "entropy");
 	add_fails("entropy error on package 0", n0);
-	pause_for_host("busy");
+	pause_for_host("faults", "busy");
 	add_fails("device busy on package 1", n0);
 
-	pause_for_host("clean");
+	pause_for_host("faults", "clean");
 	key = mktme_add("clean", CPU_KEY);
 	if (!ok(key != -1, "nothing injected: add_key succeeds"))
 		diag("add_key: %s", strerror(errno));
@@ -89,6 +66,6 @@ int main(void)
 	ok(keyid > 0 && mismatch(p, PAGE, 5) == -1,
 	   "a page encrypted with it (KeyID %ld) reads back", keyid);
 	printf("region cpu keyid=%ld\n", keyid);
-	pause_for_host("done");
+	pause_for_host("faults", "done");
 	return done();
 }

@@ -22,7 +22,6 @@
  * anyway after that ("hotplug: resumed NAME").
  */
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,17 +43,9 @@ struct region {
 static long cpu_value(int cpu, const char *file)
 {
 	char path[128];
-	long v = -1;
-	FILE *f;
 
 	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/%s", cpu, file);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return read_long(path);
 }
 
 /* Write "0" or "1" to cpuCPU/online with write(2): 0 or its errno. */
@@ -85,28 +76,6 @@ static int pin(int cpu)
 	if (sched_setaffinity(0, sizeof(set), &set))
 		return -1;
 	return sched_getcpu();
-}
-
-/* Tell the host, wait for its line on stdin (at most 120 s). */
-static void pause_for_host(const char *name)
-{
-	struct pollfd pfd = { .fd = 0, .events = POLLIN };
-	char c = 0;
-	int waited = 0;
-
-	printf("hotplug: pause %s\n", name);
-	fflush(stdout);
-	while (c != '\n' && waited < 120) {
-		if (poll(&pfd, 1, 1000) == 0) {
-			waited++;
-			continue;
-		}
-		if (read(0, &c, 1) != 1)
-			break;
-	}
-	if (c != '\n')
-		diag("no word from the host after %d s: going on", waited);
-	printf("hotplug: resumed %s\n", name);
 }
 
 static int cmdline_has(const char *word)
@@ -228,10 +197,10 @@ static int cpu_keys(void)
 		new_region(&r[i], CPU_KEY, i + 1);
 	ok(r[0].keyid != r[1].keyid && reads_back(&r[0], 1) && reads_back(&r[1], 2),
 	   "two KeyIDs, both regions read back on CPU 0");
-	pause_for_host("offline");
+	pause_for_host("hotplug", "offline");
 	package1_online();
 	across_packages(r, 2);
-	pause_for_host("online");
+	pause_for_host("hotplug", "online");
 	return done();
 }
 
@@ -253,10 +222,10 @@ static int user_key(int saved)
 	ok(now == before + 1 && reads_back(&r, 1),
 	   "keyids_in_use %ld -> %ld; the region reads back on CPU 0", before, now);
 	if (saved) {
-		pause_for_host("offline");
+		pause_for_host("hotplug", "offline");
 		package1_online();
 		across_packages(&r, 1);
-		pause_for_host("online");
+		pause_for_host("hotplug", "online");
 		return done();
 	}
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers shared by the MKTME API tests; see mktme.h. */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -24,20 +25,46 @@ key_serial_t mktme_add(const char *desc, const char *payload)
 		       KEY_SPEC_PROCESS_KEYRING);
 }
 
-long mktme_sysfs(const char *name)
+long read_long(const char *path)
 {
-	char path[128];
 	long v = -1;
-	FILE *f;
+	FILE *f = fopen(path, "r");
 
-	snprintf(path, sizeof(path), SYSFS "/%s", name);
-	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	if (fscanf(f, "%ld", &v) != 1)
 		v = -1;
 	fclose(f);
 	return v;
+}
+
+long mktme_sysfs(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), SYSFS "/%s", name);
+	return read_long(path);
+}
+
+void pause_for_host(const char *prog, const char *name)
+{
+	struct pollfd pfd = { .fd = 0, .events = POLLIN };
+	char c = 0;
+	int waited = 0;
+
+	printf("%s: pause %s\n", prog, name);
+	fflush(stdout);
+	while (c != '\n' && waited < 120) {
+		if (poll(&pfd, 1, 1000) == 0) {
+			waited++;
+			continue;
+		}
+		if (read(0, &c, 1) != 1)
+			break;
+	}
+	if (c != '\n')
+		diag("no word from the host after %d s: going on", waited);
+	printf("%s: resumed %s\n", prog, name);
 }
 
 void sleep_ms(int ms)

@@ -27,7 +27,14 @@ long encrypt_mprotect(void *addr, size_t len, int prot, key_serial_t key);
 key_serial_t mktme_add(const char *desc, const char *payload);
 
 /* A value of /sys/kernel/mm/mktme/NAME, or -1. */
+/* The number in a file such as a sysfs attribute, or -1. */
+long read_long(const char *path);
 long mktme_sysfs(const char *name);
+/*
+ * Print "PROG: pause NAME" for the host harness (tests/vm/hosted.bash) and
+ * wait for its line on stdin, at most 120 s.
+ */
+void pause_for_host(const char *prog, const char *name);
 /* Poll keyids_in_use for up to timeout_ms until it is want; the last value. */
 long wait_keyids_in_use(long want, int timeout_ms);
 /* keyids_in_use once it has not changed for a second (at most 10 s). */

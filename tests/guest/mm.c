@@ -112,13 +112,6 @@ static int read_file(const char *path, char *buf, size_t size)
 	return 0;
 }
 
-static long read_long(const char *path)
-{
-	char s[64];
-
-	return read_file(path, s, sizeof(s)) ? -1 : strtol(s, NULL, 10);
-}
-
 /* A counter of /proc/vmstat, or -1. */
 static long vmstat(const char *name)
 {

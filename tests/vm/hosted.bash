@@ -1,8 +1,10 @@
-# shellcheck shell=bash disable=SC2154 # top, work: set by the caller
+# shellcheck shell=bash disable=SC2154 # here, top: set by the caller
 # A VM boot whose guest program and the host take turns (tests/vm/hotplug.sh,
-# tests/vm/pconfig-faults.sh). Source it after tests/tap.sh, with $top (the
-# top of the tree) and $work (a scratch directory) set. Not a test itself
-# (tests/run-all runs tests/vm/*.sh).
+# tests/vm/pconfig-faults.sh). Source it after tests/tap.sh, with $here
+# (tests/vm) and $top (the top of the tree) set. It makes $work, a scratch
+# directory removed on exit, and $sock, the QMP socket's path, and gives
+# qmp(), the model's tables over QMP (tests/vm/mktme_qmp.py). Not a test
+# itself (tests/run-all runs tests/vm/*.sh).
 #
 # vm/run's stdout and stdin are FIFOs. The guest program's TAP points are
 # relayed here, renumbered and prefixed with the boot's label, so that
@@ -13,10 +15,19 @@
 
 hosted_pid=
 hosted_pauses=()
+work=$(mktemp -d)
+# shellcheck disable=SC2034 # used by the caller
+sock=$work/qmp.sock
 
-# hosted_kill: for the caller's EXIT trap.
-hosted_kill() {
+# shellcheck disable=SC2317 # called by the trap
+hosted_cleanup() {
 	[ -z "$hosted_pid" ] || kill "$hosted_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap hosted_cleanup EXIT
+
+qmp() {
+	python3 "$here/mktme_qmp.py" "$@"
 }
 
 # failed WHY: a failing check that says why.

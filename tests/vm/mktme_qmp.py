@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Key tables of the MKTME platform model over QMP, for tests/vm/hotplug.sh
-and tests/vm/pconfig-faults.sh (the QMP client is tests/vm/ram.py's).
+and tests/vm/pconfig-faults.sh (the QMP client is vm/qmp.py's).
 
   mktme_qmp.py state SOCKET PKG STATE KEYID...
         every KEYID of package PKG's table is in STATE (unprogrammed,
@@ -22,8 +22,8 @@ import os
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ram import QMP  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "vm"))
+from qmp import QMP  # noqa: E402
 
 
 def packages(sock):

@@ -23,20 +23,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh
 . "$here/../tap.sh"
 top=$(cd "$here/../.." && pwd)
-work=$(mktemp -d)
-sock=$work/qmp.sock
 # shellcheck source=tests/vm/hosted.bash
 . "$here/hosted.bash"
-# shellcheck disable=SC2317 # called by the trap
-cleanup() {
-	hosted_kill
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-qmp() {
-	python3 "$here/mktme_qmp.py" "$@"
-}
 
 keyid=
 rem=() fc=() prev_fc=()

@@ -10,47 +10,17 @@
                                  of that page's 16-byte blocks is anywhere
                                  in FILE, else "partial"
 
-The QMP client is the one of vm/qemu/tests/run.py, cut down (run.py reads
-its arguments when imported, so it cannot be imported).
+The QMP client is vm/qmp.py's.
 """
 
-import json
 import os
-import socket
 import sys
-import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "vm"))
+from qmp import QMP  # noqa: E402
 
 PAGE = 4096
-
-
-class QMP:
-    def __init__(self, path):
-        for _ in range(100):
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("no QMP socket at " + path)
-        self.file = self.sock.makefile("rw")
-        json.loads(self.file.readline())  # greeting
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, **args):
-        msg = {"execute": name}
-        if args:
-            msg["arguments"] = args
-        self.file.write(json.dumps(msg) + "\n")
-        self.file.flush()
-        while True:
-            resp = json.loads(self.file.readline())
-            if "return" in resp:
-                return resp["return"]
-            if "error" in resp:
-                raise RuntimeError("%s: %s" % (name, resp["error"]))
 
 
 def pattern(seed, page=0):

@@ -9,14 +9,16 @@ non-zero if any test fails.
 """
 
 import hashlib
-import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from qmp import QMP  # noqa: E402
 
 QEMU, KAT, PAYLOAD, WORK = sys.argv[1:5]
 # Debian's firmware (qemu-system-data, seabios), as its own QEMU finds it
@@ -92,38 +94,6 @@ def run_guest(name, prefix, **kw):
     ok(proc.returncode == 1, "%s: guest exited cleanly (status %d)"
        % (prefix, proc.returncode), proc.stdout.decode(errors="replace"))
     return text
-
-
-class QMP:
-    def __init__(self, path):
-        for _ in range(100):
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.connect(path)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError("no QMP socket at " + path)
-        self.file = self.sock.makefile("rw")
-        json.loads(self.file.readline())  # greeting
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, **args):
-        msg = {"execute": name}
-        if args:
-            msg["arguments"] = args
-        self.file.write(json.dumps(msg) + "\n")
-        self.file.flush()
-        while True:
-            resp = json.loads(self.file.readline())
-            if "return" in resp:
-                return resp["return"]
-            if "error" in resp:
-                raise RuntimeError("%s: %s" % (name, resp["error"]))
-
-    def hmp(self, line):
-        return self.cmd("human-monitor-command", **{"command-line": line})
 
 
 def start_held(name, **kw):
