@@ -1,5 +1,5 @@
 #!/bin/bash
-# The configuration step: both profiles resolve with MKTME on, and a fragment
+# The configuration step: every profile resolves with MKTME on, and a fragment
 # option that cannot survive olddefconfig fails the step, naming the option.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,9 +12,9 @@ top=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-tap_plan 5
+tap_plan 6
 tap_check "kernel tree prepared" "$top/scripts/prepare-tree"
-for profile in ci debian; do
+for profile in ci debian series; do
 	mktme_on() {
 		"$top/scripts/make-config" "$1" "$work/obj-$1" &&
 			grep -qx 'CONFIG_X86_INTEL_MKTME=y' "$work/obj-$1/.config" &&
