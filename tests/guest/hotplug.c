@@ -4,12 +4,15 @@
  * hotplug of a whole package, on 2 sockets x 2 CPUs (CPUs 0-1 package 0,
  * 2-3 package 1). Needs root. TAP on stdout.
  *
- *   hotplug cpu         two cpu keys: onlining package 1 programs them there
- *   hotplug user        a user key, no mktme_savekeys: onlining package 1
- *                       is refused (EPERM) while the key's KeyID is in use,
- *                       and works once it is released
- *   hotplug user-saved  a user key with mktme_savekeys: onlining works
+ *   hotplug SCENARIO...   the scenarios in order, in one TAP stream:
+ *     cpu         two cpu keys: onlining package 1 programs them there
+ *     user        a user key, no mktme_savekeys: onlining package 1 is
+ *                 refused (EPERM) while the key's KeyID is in use, and
+ *                 works once it is released
+ *     user-saved  a user key with mktme_savekeys: onlining works
  *
+ * Each scenario starts with a line "scenario NAME" and leaves package 1
+ * online and its keys and memory released.
  * One process keeps the memory and moves itself between the packages with
  * sched_setaffinity(): it takes package 1 offline, fills the memory on CPU
  * 0, brings package 1 back and reads the memory on CPU 2 (through package
@@ -184,14 +187,18 @@ static void across_packages(struct region *r, int n)
 	   r[0].name, cpu);
 }
 
-static int cpu_keys(void)
+static void region_release(struct region *r)
+{
+	munmap(r->p, LEN);
+	keyctl_invalidate(r->key);
+}
+
+#define CPU_KEYS_POINTS 11
+static void cpu_keys(void)
 {
 	struct region r[2] = { { .name = "cpu1" }, { .name = "cpu2" } };
 	int i;
 
-	plan(13);
-	require_mktme();
-	check_topology();
 	package1_offline();
 	for (i = 0; i < 2; i++)
 		new_region(&r[i], CPU_KEY, i + 1);
@@ -201,18 +208,17 @@ static int cpu_keys(void)
 	package1_online();
 	across_packages(r, 2);
 	pause_for_host("hotplug", "online");
-	return done();
+	for (i = 0; i < 2; i++)
+		region_release(&r[i]);
 }
 
-static int user_key(int saved)
+#define USER_KEY_POINTS(saved) ((saved) ? 10 : 13)
+static void user_key(int saved)
 {
 	struct region r = { .name = "user" };
 	long before, now;
 	int err, cpu;
 
-	plan(saved ? 12 : 15);
-	require_mktme();
-	check_topology();
 	ok(cmdline_has("mktme_savekeys") == saved, "mktme_savekeys is %son the command line",
 	   saved ? "" : "not ");
 	package1_offline();
@@ -226,7 +232,8 @@ static int user_key(int saved)
 		package1_online();
 		across_packages(&r, 1);
 		pause_for_host("hotplug", "online");
-		return done();
+		region_release(&r);
+		return;
 	}
 
 	err = set_online(2, 1);
@@ -244,8 +251,7 @@ static int user_key(int saved)
 	cpu = pin(0);
 	ok(cpu == 0 && reads_back(&r, 1), "the region still reads back on CPU 0");
 
-	munmap(r.p, LEN);
-	keyctl_invalidate(r.key);
+	region_release(&r);
 	now = wait_keyids_in_use(before, 10000);
 	ok(now == before, "munmap + invalidate: keyids_in_use back to %ld (%ld)",
 	   before, now);
@@ -255,17 +261,48 @@ static int user_key(int saved)
 	} else {
 		skip("package 1 did not come online", "running on CPU 2");
 	}
-	return done();
+}
+
+/* The test points of a scenario, or -1 if there is no such scenario. */
+static int scenario_points(const char *name)
+{
+	if (!strcmp(name, "cpu"))
+		return CPU_KEYS_POINTS;
+	if (!strcmp(name, "user"))
+		return USER_KEY_POINTS(0);
+	if (!strcmp(name, "user-saved"))
+		return USER_KEY_POINTS(1);
+	return -1;
+}
+
+static void run_scenario(const char *name)
+{
+	printf("scenario %s\n", name);
+	if (!strcmp(name, "cpu"))
+		cpu_keys();
+	else
+		user_key(!strcmp(name, "user-saved"));
+	pin(0);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc == 2 && !strcmp(argv[1], "cpu"))
-		return cpu_keys();
-	if (argc == 2 && !strcmp(argv[1], "user"))
-		return user_key(0);
-	if (argc == 2 && !strcmp(argv[1], "user-saved"))
-		return user_key(1);
-	fprintf(stderr, "usage: %s cpu|user|user-saved\n", argv[0]);
-	return 2;
+	int i, n, points = 2;
+
+	for (i = 1; i < argc; i++) {
+		n = scenario_points(argv[i]);
+		if (n < 0)
+			break;
+		points += n;
+	}
+	if (argc < 2 || i < argc) {
+		fprintf(stderr, "usage: %s cpu|user|user-saved...\n", argv[0]);
+		return 2;
+	}
+	plan(points);
+	require_mktme();
+	check_topology();
+	for (i = 1; i < argc; i++)
+		run_scenario(argv[i]);
+	return done();
 }

@@ -1,24 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Encrypted anonymous memory through the memory manager: swap, migration
- * (move_pages, migrate_pages, compaction), KSM, THP and khugepaged,
- * process_vm_readv and ptrace, core dumps. Each scenario has a control
- * (no-encrypt and plain memory, or a plain region) where the assertion
- * could otherwise pass for the wrong reason.
+ * Encrypted anonymous memory through the memory manager: the first faults,
+ * fork and copy-on-write, mremap, MADV_DONTNEED and MADV_FREE, swap,
+ * migration (move_pages, migrate_pages, compaction), KSM, THP and
+ * khugepaged, process_vm_readv and ptrace, core dumps. Each scenario has a
+ * control (no-encrypt and plain memory, or a plain region) where the
+ * assertion could otherwise pass for the wrong reason.
  *
  * The guest half of tests/vm/mm.sh, which boots the VM with two NUMA
- * nodes and a swap file, and reads guest RAM from the host while this
- * program pauses, after swap-in and after migration:
+ * nodes and a swap file. Each scenario that writes data reports pages of
+ * it and pauses while the host reads them from guest RAM
+ * (tests/vm/hosted.bash):
  *
  *   region NAME kind=KIND pa=0x... keyid=K seed=S page=I
  *   ...
- *   mm: pause SCENARIO SECONDS
+ *   mm: pause SCENARIO
  *
  * KIND is cpu, noenc or plain; the page at pa (its KeyID-0 address) holds
- * page I of fill(seed S) of tests/guest/mktme.c. After SECONDS the program
- * checks that those pages stayed where they were, and goes on.
- *
- *   ./mm [PAUSE_SECONDS]      (default 20; needs root)
+ * page I of fill(seed S) of tests/guest/mktme.c. When the host's line
+ * comes, the program checks that those pages stayed where they were, and
+ * goes on. Needs root.
  */
 #include <fcntl.h>
 #include <linux/fiemap.h>
@@ -47,6 +48,10 @@
 #define HUGE (2UL << 20)
 
 /* Test points per scenario: a scenario cut short fails the rest. */
+#define FAULT_POINTS 7
+#define COW_POINTS 4
+#define MREMAP_POINTS 10
+#define MADVISE_POINTS 10
 #define SWAP_POINTS 16
 #define MIGRATION_POINTS 17
 #define KSM_POINTS 8
@@ -55,7 +60,6 @@
 #define CORE_POINTS 7
 
 static key_serial_t cpu_key, noenc_key;
-static unsigned int pause_seconds = 20;
 
 /* Fail the points of a scenario that did not run: n planned from first. */
 static void finish(int first, int n, const char *what, const char *why)
@@ -168,8 +172,8 @@ static key_serial_t key_of(const char *kind)
 	return 0;
 }
 
-/* Map, encrypt (unless plain) and fill with fill(seed); bails out on failure. */
-static void region_new(struct region *r, const char *kind, size_t pages,
+/* Map and encrypt (unless plain), not touched yet; bails out on failure. */
+static void region_map(struct region *r, const char *kind, size_t pages,
 		       unsigned int seed)
 {
 	key_serial_t k = key_of(kind);
@@ -181,8 +185,15 @@ static void region_new(struct region *r, const char *kind, size_t pages,
 	if (!r->p || (k && encrypt_mprotect(r->p, pages * PAGE, RW, k)))
 		bail_out("%s region of %zu pages: %s", kind, pages,
 			 strerror(errno));
-	fill(r->p, pages * PAGE, seed);
 	r->keyid = keyid_of(r->p);
+}
+
+/* region_map(), then fill with fill(seed). */
+static void region_new(struct region *r, const char *kind, size_t pages,
+		       unsigned int seed)
+{
+	region_map(r, kind, pages, seed);
+	fill(r->p, pages * PAGE, seed);
 }
 
 static void region_free(struct region *r)
@@ -236,9 +247,7 @@ static int report_and_pause(const char *scenario, const struct region *rs,
 			       keyid_of(rs[i].p), rs[i].seed, idx[j]);
 		}
 	}
-	printf("mm: pause %s %u\n", scenario, pause_seconds);
-	fflush(stdout);
-	sleep(pause_seconds);
+	pause_for_host("mm", scenario);
 	for (i = 0; i < n; i++) {
 		idx[1] = rs[i].pages - 1;
 		moved += !pa[2 * i] || phys_addr(rs[i].p) != pa[2 * i];
@@ -246,6 +255,199 @@ static int report_and_pause(const char *scenario, const struct region *rs,
 			 phys_addr(rs[i].p + idx[1] * PAGE) != pa[2 * i + 1];
 	}
 	return moved;
+}
+
+/*
+ * First faults: a write fault gets a zeroed page (cleared through the
+ * KeyID's mapping, after the KeyID is set), a read fault the zero page.
+ */
+#define FAULT_PAGES 4
+
+static void test_fault(void)
+{
+	struct region rs[NR_KINDS];
+	int first = tap_run, i, moved;
+	size_t j, half = FAULT_PAGES / 2;
+	int zeros;
+
+	for (i = 0; i < NR_KINDS; i++) {
+		region_map(&rs[i], kinds[i], FAULT_PAGES, 11 + i);
+		zeros = 1;
+		for (j = 0; j < half; j++) {
+			rs[i].p[j * PAGE] = 1;
+			zeros &= all_zero(rs[i].p + j * PAGE + 1, PAGE - 1);
+		}
+		zeros &= all_zero(rs[i].p + half * PAGE, (FAULT_PAGES - half) * PAGE);
+		ok(zeros && keyid_right(&rs[i]),
+		   "fault: %s: fresh pages read zeros after a write fault and after a read fault (KeyID %ld)",
+		   rs[i].kind, keyid_of(rs[i].p));
+		fill(rs[i].p, FAULT_PAGES * PAGE, rs[i].seed);
+		ok(intact(&rs[i]), "fault: %s: the data written reads back",
+		   rs[i].kind);
+	}
+	moved = report_and_pause("fault", rs, NR_KINDS);
+	ok(moved == 0, "fault: the reported pages stayed at their addresses during the pause (%d moved)",
+	   moved);
+	for (i = 0; i < NR_KINDS; i++)
+		region_free(&rs[i]);
+	finish(first, FAULT_POINTS, "fault", NULL);
+}
+
+/*
+ * Fork and copy-on-write: the child writes every page of its copies of
+ * the regions and reports them while the parent's pages keep theirs. The
+ * child prints no TAP; its exit status has a bit per failed check.
+ */
+#define COW_PAGES 4
+
+static int cow_child(struct region *rs, const uint64_t *parent_pa)
+{
+	int i, bad = 0;
+
+	for (i = 0; i < NR_KINDS; i++) {
+		rs[i].seed += 100;
+		fill(rs[i].p, COW_PAGES * PAGE, rs[i].seed);
+		if (phys_addr(rs[i].p) == parent_pa[i])
+			bad |= 1; /* the write did not copy */
+		if (!intact(&rs[i]))
+			bad |= 2;
+	}
+	if (report_and_pause("cowchild", rs, NR_KINDS))
+		bad |= 4;
+	fflush(stdout); /* the child leaves with _exit() */
+	return bad;
+}
+
+static void test_cow(void)
+{
+	struct region rs[NR_KINDS];
+	uint64_t parent_pa[NR_KINDS];
+	int first = tap_run, i, moved, status = -1;
+	pid_t pid;
+
+	for (i = 0; i < NR_KINDS; i++) {
+		region_new(&rs[i], kinds[i], COW_PAGES, 21 + i);
+		parent_pa[i] = phys_addr(rs[i].p);
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(cow_child(rs, parent_pa));
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		status = -1;
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "cow: the child's writes went to new pages that read back, KeyIDs kept, and stayed put during its pause (status 0x%x: 1 no copy, 2 data, 4 moved)",
+	   status);
+	for (i = 0, moved = 0; i < NR_KINDS; i++)
+		moved += !intact(&rs[i]) || phys_addr(rs[i].p) != parent_pa[i];
+	ok(moved == 0, "cow: the parent's pages kept their data, KeyIDs and addresses (%d regions did not)",
+	   moved);
+	moved = report_and_pause("cowparent", rs, NR_KINDS);
+	ok(moved == 0, "cow: the parent's reported pages stayed at their addresses during the pause (%d moved)",
+	   moved);
+	ok(smaps_vmas_without_keyid(&i) == 0,
+	   "cow: every VMA of the parent still has one KeyID line in smaps (%d VMAs)",
+	   i);
+	for (i = 0; i < NR_KINDS; i++)
+		region_free(&rs[i]);
+	finish(first, COW_POINTS, "cow", NULL);
+}
+
+/*
+ * mremap: moved to a reserved place and grown from 4 to 8 pages; the moved
+ * pages keep their data, KeyID and physical address, the new ones get the
+ * VMA's KeyID.
+ */
+#define MREMAP_PAGES 4
+
+static void test_mremap(void)
+{
+	struct region rs[NR_KINDS];
+	int first = tap_run, i, moved;
+	size_t old_len = MREMAP_PAGES * PAGE, new_len = 2 * old_len;
+	uint64_t pa;
+	char *to, *q;
+
+	for (i = 0; i < NR_KINDS; i++) {
+		region_new(&rs[i], kinds[i], MREMAP_PAGES, 31 + i);
+		pa = phys_addr(rs[i].p);
+		to = mmap(NULL, new_len, PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		q = to == MAP_FAILED ? MAP_FAILED :
+			mremap(rs[i].p, old_len, new_len,
+			       MREMAP_MAYMOVE | MREMAP_FIXED, to);
+		if (!ok(q != MAP_FAILED && q == to,
+			"mremap: %s: moved to a new address and grown from %d to %d pages",
+			rs[i].kind, MREMAP_PAGES, 2 * MREMAP_PAGES))
+			bail_out("mremap: %s", strerror(errno));
+		rs[i].p = q;
+		rs[i].pages = 2 * MREMAP_PAGES;
+		ok(mismatch(q, old_len, rs[i].seed) == -1 && keyid_right(&rs[i]) &&
+		   phys_addr(q) == pa,
+		   "mremap: %s: the moved pages keep their data, their physical address and KeyID %ld",
+		   rs[i].kind, keyid_of(q));
+		fill(q, new_len, rs[i].seed);
+		ok(intact(&rs[i]),
+		   "mremap: %s: the grown part reads back, the whole VMA has KeyID %ld",
+		   rs[i].kind, keyid_of(q + new_len - PAGE));
+	}
+	moved = report_and_pause("mremap", rs, NR_KINDS);
+	ok(moved == 0, "mremap: the reported pages stayed at their addresses during the pause (%d moved)",
+	   moved);
+	for (i = 0; i < NR_KINDS; i++)
+		region_free(&rs[i]);
+	finish(first, MREMAP_POINTS, "mremap", NULL);
+}
+
+/*
+ * MADV_DONTNEED drops the pages: the next reads give zeros. MADV_FREE lets
+ * reclaim drop them lazily (MADV_PAGEOUT reclaims them at once): zeros
+ * again, never another page's data. Either way the VMA keeps its KeyID,
+ * and data written again is encrypted again.
+ */
+#define MADVISE_PAGES 4
+
+static void test_madvise(void)
+{
+	struct region rs[NR_KINDS];
+	static char want[MADVISE_PAGES * PAGE];
+	size_t len = MADVISE_PAGES * PAGE, j;
+	int first = tap_run, i, moved, lazy;
+
+	for (i = 0; i < NR_KINDS; i++) {
+		region_new(&rs[i], kinds[i], MADVISE_PAGES, 41 + i);
+		ok(!madvise(rs[i].p, len, MADV_DONTNEED) &&
+		   all_zero(rs[i].p, len) && keyid_right(&rs[i]),
+		   "madvise: %s: after MADV_DONTNEED the region reads zeros, KeyID %ld",
+		   rs[i].kind, keyid_of(rs[i].p));
+		fill(rs[i].p, len, rs[i].seed);
+		fill(want, len, rs[i].seed);
+		/*
+		 * MADV_PAGEOUT makes reclaim drop the lazily freed pages at
+		 * once: they are clean, so they are freed, not swapped.
+		 */
+		lazy = madvise(rs[i].p, len, MADV_FREE) ||
+		       madvise(rs[i].p, len, MADV_PAGEOUT) ? -1 : 0;
+		for (j = 0; lazy >= 0 && j < MADVISE_PAGES; j++) {
+			if (all_zero(rs[i].p + j * PAGE, PAGE))
+				lazy++;
+			else if (memcmp(rs[i].p + j * PAGE, want + j * PAGE, PAGE))
+				lazy = -1;
+		}
+		ok(lazy == MADVISE_PAGES && keyid_right(&rs[i]),
+		   "madvise: %s: after MADV_FREE and MADV_PAGEOUT the pages were dropped: zeros (%d of %d pages; -1: garbage), KeyID %ld",
+		   rs[i].kind, lazy, MADVISE_PAGES, keyid_of(rs[i].p));
+		rs[i].seed = 51 + i;
+		fill(rs[i].p, len, rs[i].seed);
+		ok(intact(&rs[i]), "madvise: %s: data written again reads back",
+		   rs[i].kind);
+	}
+	moved = report_and_pause("madvise", rs, NR_KINDS);
+	ok(moved == 0, "madvise: the reported pages stayed at their addresses during the pause (%d moved)",
+	   moved);
+	for (i = 0; i < NR_KINDS; i++)
+		region_free(&rs[i]);
+	finish(first, MADVISE_POINTS, "madvise", NULL);
 }
 
 /*
@@ -1314,14 +1516,13 @@ static void test_core(void)
 	finish(first, CORE_POINTS, "core dump", NULL);
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
 	const char *nb = "/proc/sys/kernel/numa_balancing";
 	long numa_balancing = read_long(nb);
 
-	if (argc > 1)
-		pause_seconds = (unsigned int)strtoul(argv[1], NULL, 10);
-	plan(1 + SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + THP_POINTS +
+	plan(1 + FAULT_POINTS + COW_POINTS + MREMAP_POINTS + MADVISE_POINTS +
+	     SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + THP_POINTS +
 	     PTRACE_POINTS + CORE_POINTS);
 	require_mktme();
 	if (geteuid())
@@ -1334,6 +1535,10 @@ int main(int argc, char **argv)
 	if (numa_balancing > 0)
 		write_long(nb, 0);
 
+	test_fault();
+	test_cow();
+	test_mremap();
+	test_madvise();
 	test_swap();
 	test_migration();
 	test_ksm();

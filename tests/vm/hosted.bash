@@ -1,10 +1,11 @@
 # shellcheck shell=bash disable=SC2154 # here, top: set by the caller
-# A VM boot whose guest program and the host take turns (tests/vm/hotplug.sh,
-# tests/vm/pconfig-faults.sh). Source it after tests/tap.sh, with $here
-# (tests/vm) and $top (the top of the tree) set. It makes $work, a scratch
-# directory removed on exit, and $sock, the QMP socket's path, and gives
-# qmp(), the model's tables over QMP (tests/vm/mktme_qmp.py). Not a test
-# itself (tests/run-all runs tests/vm/*.sh).
+# A VM boot whose guest program and the host take turns (tests/vm/mm.sh,
+# tests/vm/hotplug.sh, tests/vm/pconfig-faults.sh). Source it after
+# tests/tap.sh, with $here (tests/vm) and $top (the top of the tree) set.
+# It makes $work, a scratch directory removed on exit, and $sock, the QMP
+# socket's path, and gives qmp(), the model's tables over QMP
+# (tests/vm/mktme_qmp.py), and checks of guest RAM (hosted_ram_check). Not
+# a test itself (tests/run-all runs tests/vm/*.sh).
 #
 # vm/run's stdout and stdin are FIFOs. The guest program's TAP points are
 # relayed here, renumbered and prefixed with the boot's label, so that
@@ -117,4 +118,88 @@ hosted_run() {
 hosted_build() {
 	cc -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -I "$top/tests/guest" \
 		-o "$work/$1" "$top/tests/guest/$1.c" "$top/tests/guest/mktme.c" -lkeyutils
+}
+
+# Guest RAM, read over QMP (tests/vm/ram.py) while the guest program waits
+# at a pause. The program reports pages with lines
+#   region NAME kind=KIND pa=0x... keyid=K seed=S page=I
+# (KIND cpu, noenc or plain; the page at pa, its KeyID-0 address, holds
+# page I of fill(seed S) of tests/guest/mktme.c). A handler gives each line
+# to hosted_ram_line, and at the pause calls hosted_ram_check, which checks
+# every page reported since the last pause: a cpu page's pattern is not in
+# RAM, but its KeyID alias (which the model decrypts with package 0's key)
+# reads as the pattern; no-encrypt and plain pages hold their pattern.
+hosted_regions=()
+
+hosted_ram_line() {
+	local re='^region ([a-z0-9-]+) kind=([a-z]+) pa=(0x[0-9a-f]+) keyid=(-?[0-9]+) seed=([0-9]+) page=([0-9]+)$'
+	[[ $1 =~ $re ]] || return 0
+	hosted_regions+=("${BASH_REMATCH[*]:1}")
+}
+
+# ram_looks NAME ADDR SEED PAGE WANT: guest RAM at ADDR, as "ram.py check"
+# sees it against page PAGE of the pattern of SEED, is WANT (pattern,
+# absent).
+ram_looks() {
+	local got
+	python3 "$here/ram.py" dump "$sock" "$2" "$work/$1.bin" || return 1
+	got=$(python3 "$here/ram.py" check "$work/$1.bin" "$3" "$4") || return 1
+	echo "$1 at $2: $got (want $5)"
+	od -A x -t x1 -N 32 "$work/$1.bin"
+	[ "$got" = "$5" ]
+}
+
+# ram_page_looks NAME KIND PA KEYID SEED PAGE WANT: the page is present,
+# its KeyID fits KIND (> 0 for cpu and noenc, 0 for plain), and RAM at PA
+# looks as WANT.
+ram_page_looks() {
+	local keyid_ok=0
+	if [ "$2" = plain ]; then
+		[ "$4" -eq 0 ] || keyid_ok=1
+	else
+		[ "$4" -gt 0 ] || keyid_ok=1
+	fi
+	if [ "$3" = 0x0 ] || [ "$keyid_ok" -ne 0 ]; then
+		echo "$1: pa $3, KeyID $4: not a present $2 page"
+		return 1
+	fi
+	ram_looks "$1" "$3" "$5" "$6" "$7"
+}
+
+# ram_alias_looks NAME PA KEYID SEED PAGE: RAM at the page's KeyID alias,
+# KeyID << shift | pa (shift from query-mktme), is the pattern.
+ram_alias_looks() {
+	local shift addr
+	[ "$3" -gt 0 ] || failed "$1: KeyID $3: no alias" || return 1
+	shift=$(python3 "$here/ram.py" shift "$sock") || return 1
+	addr=$(printf '0x%x' $((($3 << shift) | $2)))
+	ram_looks "$1-alias" "$addr" "$4" "$5" pattern
+}
+
+# hosted_ram_check LABEL SCENARIO: the checks of the pages reported since
+# the last pause, as TAP points.
+hosted_ram_check() {
+	local label=$1 scenario=$2 r name kind pa keyid seed page
+	tap_check "$label: host: $scenario: the guest reported pages to read" \
+		test "${#hosted_regions[@]}" -gt 0
+	for r in "${hosted_regions[@]}"; do
+		read -r name kind pa keyid seed page <<<"$r"
+		case $kind in
+		cpu)
+			tap_check "$label: host: $name (encrypted): its pattern is not in RAM at $pa" \
+				ram_page_looks "$name" "$kind" "$pa" "$keyid" "$seed" "$page" absent
+			tap_check "$label: host: $name (encrypted): its KeyID $keyid alias reads as the pattern" \
+				ram_alias_looks "$name" "$pa" "$keyid" "$seed" "$page"
+			;;
+		noenc)
+			tap_check "$label: host: $name (no-encrypt KeyID $keyid): its pattern is in RAM at $pa" \
+				ram_page_looks "$name" "$kind" "$pa" "$keyid" "$seed" "$page" pattern
+			;;
+		*)
+			tap_check "$label: host: $name (plain, control): its pattern is in RAM at $pa" \
+				ram_page_looks "$name" "$kind" "$pa" "$keyid" "$seed" "$page" pattern
+			;;
+		esac
+	done
+	hosted_regions=()
 }

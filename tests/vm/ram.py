@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""QMP and pattern helper of tests/vm/ram.sh and tests/vm/mm.sh.
+"""QMP and pattern helper of the guest RAM checks of tests/vm/hosted.bash.
 
   ram.py shift SOCKET            the model's KeyID shift (query-mktme)
   ram.py dump SOCKET ADDR FILE   4 KiB of guest-physical memory at ADDR to
