@@ -9,6 +9,8 @@
  *   addkey   add_key() of a cpu key (programs every package) + invalidate
  * Prints "name: A us, B us, ratio R" lines; the rounds alternate between
  * the two sides so that drift in the machine's speed hits both alike.
+ *
+ *   bench fault|protect|job|addkey...   the measurements named, in that order
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +159,16 @@ static double addkey_round(int n)
 	return t;
 }
 
+static int wanted(int argc, char **argv, const char *name)
+{
+	int i;
+
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], name))
+			return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t len = 64UL << 20;
@@ -165,37 +177,46 @@ int main(int argc, char **argv)
 	char *p;
 	int r;
 
-	if (argc > 1 && !strcmp(argv[1], "addkey")) {
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s fault|protect|job|addkey...\n", argv[0]);
+		return 2;
+	}
+	if (wanted(argc, argv, "addkey")) {
 		for (r = 0; r < ROUNDS; r++)
 			a[r] = addkey_round(16);
 		printf("addkey: %.0f us per key (median of %d rounds of 16)\n",
 		       median(a, ROUNDS), ROUNDS);
-		return 0;
 	}
 
 	key = mktme_add("bench", CPU_KEY);
 	if (key == -1)
 		bail_out("add_key: %s", strerror(errno));
-	for (r = 0; r < ROUNDS; r++) {
-		a[r] = fault_round(len, key);
-		b[r] = fault_round(len, 0);
+	if (wanted(argc, argv, "fault")) {
+		for (r = 0; r < ROUNDS; r++) {
+			a[r] = fault_round(len, key);
+			b[r] = fault_round(len, 0);
+		}
+		report("fault 64 MiB, encrypted vs plain", a, b);
 	}
-	report("fault 64 MiB, encrypted vs plain", a, b);
 
-	p = map_anon(len, MAP_PRIVATE);
-	for (r = 0; r < ROUNDS; r++) {
-		a[r] = protect_round(p, len, key);
-		b[r] = protect_round(p, len, 0);
+	if (wanted(argc, argv, "protect")) {
+		p = map_anon(len, MAP_PRIVATE);
+		for (r = 0; r < ROUNDS; r++) {
+			a[r] = protect_round(p, len, key);
+			b[r] = protect_round(p, len, 0);
+		}
+		report("encrypt_mprotect vs mprotect, 64 MiB unpopulated", a, b);
+		munmap(p, len);
 	}
-	report("encrypt_mprotect vs mprotect, 64 MiB unpopulated", a, b);
-	munmap(p, len);
 
-	for (r = 0; r < ROUNDS; r++) {
-		a[r] = job_round(key);
-		b[r] = job_round(0);
+	if (wanted(argc, argv, "job")) {
+		for (r = 0; r < ROUNDS; r++) {
+			a[r] = job_round(key);
+			b[r] = job_round(0);
+		}
+		report("job of 16 processes (8 MiB copy-on-write + 8 MiB scratch each), encrypted vs plain",
+		       a, b);
 	}
-	report("job of 16 processes (8 MiB copy-on-write + 8 MiB scratch each), encrypted vs plain",
-	       a, b);
 	keyctl_invalidate(key);
 	return 0;
 }
