@@ -17,7 +17,6 @@
 
 VM_SUITE=bookworm
 VM_DIR_TOP=$MKTME_TOP/vm
-VM_QEMU=${MKTME_QEMU:-$("$MKTME_TOP/vm/qemu/build" | tail -n 1)}
 VM_ACCEL=${MKTME_ACCEL:-tcg}
 VM_CPU=${MKTME_CPU:-max,vendor=GenuineIntel}
 if [ "$VM_ACCEL" = kvm ]; then
@@ -153,13 +152,24 @@ vm_topology_args() {
 	done
 }
 
+# The QEMU that boots the test VM: MKTME_QEMU, or the MKTME platform model,
+# built by vm/qemu/build unless cached. Asked for only when a VM boots:
+# vm/build-image, which boots Debian's QEMU, must not build the model.
+vm_qemu() {
+	if [ -n "${MKTME_QEMU:-}" ]; then
+		printf '%s\n' "$MKTME_QEMU"
+	else
+		"$MKTME_TOP/vm/qemu/build" | tail -n 1
+	fi
+}
+
 # vm_start STATE_DIR BACKING_QCOW2 [SEED_IMG]
 # Make a throw-away overlay on BACKING in STATE_DIR and start QEMU in the
 # background. The overlay itself is written in place when BACKING is "-"
 # (STATE_DIR/disk.qcow2 must exist then).
 vm_start() {
 	VM_STATE=$1
-	local backing=$2 seed=${3:-} args=()
+	local backing=$2 seed=${3:-} args=() qemu
 	mkdir -p "$VM_STATE"
 	if [ "$backing" != - ]; then
 		qemu-img create -q -f qcow2 -F qcow2 -b "$backing" "$VM_STATE/disk.qcow2"
@@ -187,10 +197,11 @@ vm_start() {
 	if [ -n "$VM_KERNEL" ]; then
 		args+=(-kernel "$VM_KERNEL" -initrd "$VM_INITRD" -append "$VM_CMDLINE")
 	fi
-	printf '%q ' "$VM_QEMU" "${args[@]}" >"$VM_STATE/qemu.cmd"
+	qemu=$(vm_qemu)
+	printf '%q ' "$qemu" "${args[@]}" >"$VM_STATE/qemu.cmd"
 	echo >>"$VM_STATE/qemu.cmd"
 	# The daemon keeps no descriptor of ours open (pipes, lock files).
-	"$VM_QEMU" "${args[@]}" </dev/null >"$VM_STATE/qemu.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- || {
+	"$qemu" "${args[@]}" </dev/null >"$VM_STATE/qemu.log" 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- || {
 		cat "$VM_STATE/qemu.log" >&2
 		die "QEMU failed to start: $(cat "$VM_STATE/qemu.cmd")"
 	}
