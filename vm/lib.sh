@@ -375,7 +375,7 @@ vm_ensure_kernel() {
 	if [ ! -f "$VM_KDIR/disk.qcow2" ]; then
 		run_step "install ${deb##*/} in the VM and reboot into it" \
 			vm-install-kernel vm_install_kernel "$deb" "$imgdir"
-		sed -n 's/^vm: time: /    /p' "$MKTME_LOGS/vm-install-kernel.log"
+		sed -n 's/^vm: /    /p' "$MKTME_LOGS/vm-install-kernel.log"
 	fi
 	exec 8>&-
 }

@@ -344,6 +344,21 @@ echo "1..$((n_examples + n_files))"
 t=0
 failed=0
 
+# settle_keyids: wait (at most 10 s) until keyids_in_use holds still. The
+# key garbage collector releases the KeyIDs of the keys an example left in
+# its session keyring after the example ends; on a model with 7 KeyIDs the
+# next examples would otherwise find the pool empty.
+settle_keyids() {
+	local f=/sys/kernel/mm/mktme/keyids_in_use prev='' now i
+	[ -r "$f" ] || return 0
+	for ((i = 0; i < 20; i++)); do
+		now=$(cat "$f")
+		[ "$now" = "$prev" ] && return 0
+		prev=$now
+		sleep 0.5
+	done
+}
+
 # report STATUS DESCRIPTION [OUTPUT_FILE]: one TAP point.
 report() {
 	local status=$1 desc=$2 log=${3:-}
@@ -419,6 +434,7 @@ while IFS=$'\t' read -r file name lang line path; do
 		report ok "$desc: builds"
 		continue
 	fi
+	settle_keyids
 	rc=0
 	# The group's redirection also catches the shell's own report of a
 	# program killed by a signal.

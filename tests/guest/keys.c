@@ -69,25 +69,38 @@ static const struct payload invalid[] = {
 				    " tweak=112233445566778899aabbccddeeff" },
 };
 
+/*
+ * Invalidate a key and wait until its KeyID is back in the pool: the key
+ * garbage collector releases it later, and on a model with 7 KeyIDs a run
+ * of add_key() calls would otherwise find the pool empty (ENOKEY).
+ */
+static void drop_key(key_serial_t key, long keyids_before)
+{
+	keyctl_invalidate(key);
+	wait_keyids_in_use(keyids_before, 10000);
+}
+
 static void add_valid(const char *what, const char *payload)
 {
+	long before = mktme_sysfs("keyids_in_use");
 	key_serial_t key = mktme_add("valid", payload);
 
 	if (!ok(key > 0, "add_key accepts %s", what))
 		diag("  errno %s for \"%s\"", strerror(errno), payload);
 	if (key > 0)
-		keyctl_invalidate(key);
+		drop_key(key, before);
 }
 
 static void add_invalid(const char *what, const char *payload)
 {
+	long before = mktme_sysfs("keyids_in_use");
 	key_serial_t key = mktme_add("invalid", payload);
 
 	if (!is_errno(key, EINVAL, "add_key refuses %s: EINVAL", what) &&
 	    strlen(payload) < 200)
 		diag("  payload \"%s\"", payload);
 	if (key > 0)
-		keyctl_invalidate(key);
+		drop_key(key, before);
 }
 
 /* A cpu key padded with spaces to len bytes. */
@@ -101,12 +114,13 @@ static void padded(char *buf, size_t len)
 /* The child's exit status is errno of its add_key(), 0 on success. */
 static int add_key_status(const char *type, const char *payload)
 {
+	long before = mktme_sysfs("keyids_in_use");
 	key_serial_t key = add_key(type, "child", payload, strlen(payload),
 				   KEY_SPEC_PROCESS_KEYRING);
 
 	if (key == -1)
 		return errno;
-	keyctl_invalidate(key);
+	drop_key(key, before);
 	return 0;
 }
 

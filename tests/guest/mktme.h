@@ -82,7 +82,12 @@ int in_child(int (*fn)(void *), void *arg);
 /* NULL if MKTME is there (sysfs and the key type), else why not. */
 const char *mktme_missing(void);
 
-/* First test point of every program: no MKTME is a failure, not a skip. */
+/*
+ * First test point of every program: no MKTME is a failure, not a skip.
+ * Then it waits for the KeyIDs of keys a program before it invalidated to
+ * come back (the key garbage collector releases them later): with 7
+ * KeyIDs, a pool still draining would give ENOKEY.
+ */
 static inline void require_mktme(void)
 {
 	const char *why = mktme_missing();
@@ -90,7 +95,7 @@ static inline void require_mktme(void)
 	if (!ok(!why, "MKTME: /sys/kernel/mm/mktme and the mktme key type"))
 		bail_out("%s", why);
 	diag("nr_keyids %ld, keyids_in_use %ld", mktme_sysfs("nr_keyids"),
-	     mktme_sysfs("keyids_in_use"));
+	     settled_keyids_in_use());
 }
 
 #endif

@@ -24,6 +24,10 @@ rc=0
 "$run" --sockets 2 --cpus 4 --append mktme_savekeys -- \
 	'uname -r; lscpu; cat /proc/cmdline' >"$work/topo.out" 2>"$work/topo.err" || rc=$?
 echo "# vm/run --sockets 2 --cpus 4 --append mktme_savekeys: $((SECONDS - start)) s"
+# vm/run's own lines: on the first run after a new .deb, the install
+# (Debian's kernel boots, dpkg -i, reboot, uname -r) comes first.
+grep -E '^(==>|    )' "$work/topo.out" | sed 's/^/# /' || true
+sed -n 's/^vm: /# vm: /p' "$work/topo.err"
 tap_check "vm/run succeeds" test "$rc" -eq 0
 tap_check "uname -r in the VM is $release" grep -qx "$release" "$work/topo.out"
 tap_check "lscpu shows 2 sockets" grep -qE '^Socket\(s\): +2$' "$work/topo.out"
