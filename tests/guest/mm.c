@@ -223,38 +223,52 @@ static void region_pagemap(const struct region *r, uint64_t *e)
 }
 
 /*
- * Print the region lines of the first and the last page of each region,
- * pause for the host, and return how many of those pages have moved (or
- * are no longer present) meanwhile.
+ * Print the region lines of the first and the last page of each of the
+ * NR_KINDS regions, pause for the host, and return how many of those pages
+ * have moved (or are no longer present) meanwhile.
  */
-static int report_and_pause(const char *scenario, const struct region *rs,
-			    int n)
+static int report_and_pause(const char *scenario, const struct region *rs)
 {
-	uint64_t pa[2 * NR_KINDS];
+	uint64_t pa[NR_KINDS][2];
 	size_t idx[2];
 	int i, j, moved = 0;
 
-	if (n > NR_KINDS)
-		bail_out("report_and_pause: %d regions", n);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < NR_KINDS; i++) {
 		idx[0] = 0;
 		idx[1] = rs[i].pages - 1;
 		for (j = 0; j < 2; j++) {
-			pa[2 * i + j] = phys_addr(rs[i].p + idx[j] * PAGE);
+			pa[i][j] = phys_addr(rs[i].p + idx[j] * PAGE);
 			printf("region %s-%s-p%zu kind=%s pa=0x%llx keyid=%ld seed=%u page=%zu\n",
 			       scenario, rs[i].kind, idx[j], rs[i].kind,
-			       (unsigned long long)pa[2 * i + j],
-			       keyid_of(rs[i].p), rs[i].seed, idx[j]);
+			       (unsigned long long)pa[i][j], keyid_of(rs[i].p),
+			       rs[i].seed, idx[j]);
 		}
 	}
 	pause_for_host("mm", scenario);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < NR_KINDS; i++) {
 		idx[1] = rs[i].pages - 1;
-		moved += !pa[2 * i] || phys_addr(rs[i].p) != pa[2 * i];
-		moved += !pa[2 * i + 1] ||
-			 phys_addr(rs[i].p + idx[1] * PAGE) != pa[2 * i + 1];
+		moved += !pa[i][0] || phys_addr(rs[i].p) != pa[i][0];
+		moved += !pa[i][1] || phys_addr(rs[i].p + idx[1] * PAGE) != pa[i][1];
 	}
 	return moved;
+}
+
+/* report_and_pause(), and a test point: no reported page moved meanwhile. */
+static void host_reads(const char *what, const char *scenario,
+		       const struct region *rs)
+{
+	int moved = report_and_pause(scenario, rs);
+
+	ok(moved == 0, "%s: the reported pages stayed at their addresses while the host read them (%d moved)",
+	   what, moved);
+}
+
+static void regions_free(struct region *rs)
+{
+	int i;
+
+	for (i = 0; i < NR_KINDS; i++)
+		region_free(&rs[i]);
 }
 
 /*
@@ -266,7 +280,7 @@ static int report_and_pause(const char *scenario, const struct region *rs,
 static void test_fault(void)
 {
 	struct region rs[NR_KINDS];
-	int first = tap_run, i, moved;
+	int first = tap_run, i;
 	size_t j, half = FAULT_PAGES / 2;
 	int zeros;
 
@@ -285,11 +299,8 @@ static void test_fault(void)
 		ok(intact(&rs[i]), "fault: %s: the data written reads back",
 		   rs[i].kind);
 	}
-	moved = report_and_pause("fault", rs, NR_KINDS);
-	ok(moved == 0, "fault: the reported pages stayed at their addresses during the pause (%d moved)",
-	   moved);
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	host_reads("fault", "fault", rs);
+	regions_free(rs);
 	finish(first, FAULT_POINTS, "fault", NULL);
 }
 
@@ -312,7 +323,7 @@ static int cow_child(struct region *rs, const uint64_t *parent_pa)
 		if (!intact(&rs[i]))
 			bad |= 2;
 	}
-	if (report_and_pause("cowchild", rs, NR_KINDS))
+	if (report_and_pause("cowchild", rs))
 		bad |= 4;
 	fflush(stdout); /* the child leaves with _exit() */
 	return bad;
@@ -342,14 +353,11 @@ static void test_cow(void)
 		moved += !intact(&rs[i]) || phys_addr(rs[i].p) != parent_pa[i];
 	ok(moved == 0, "cow: the parent's pages kept their data, KeyIDs and addresses (%d regions did not)",
 	   moved);
-	moved = report_and_pause("cowparent", rs, NR_KINDS);
-	ok(moved == 0, "cow: the parent's reported pages stayed at their addresses during the pause (%d moved)",
-	   moved);
+	host_reads("cow", "cowparent", rs);
 	ok(smaps_vmas_without_keyid(&i) == 0,
 	   "cow: every VMA of the parent still has one KeyID line in smaps (%d VMAs)",
 	   i);
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	regions_free(rs);
 	finish(first, COW_POINTS, "cow", NULL);
 }
 
@@ -363,7 +371,7 @@ static void test_cow(void)
 static void test_mremap(void)
 {
 	struct region rs[NR_KINDS];
-	int first = tap_run, i, moved;
+	int first = tap_run, i;
 	size_t old_len = MREMAP_PAGES * PAGE, new_len = 2 * old_len;
 	uint64_t pa;
 	char *to, *q;
@@ -391,11 +399,8 @@ static void test_mremap(void)
 		   "mremap: %s: the grown part reads back, the whole VMA has KeyID %ld",
 		   rs[i].kind, keyid_of(q + new_len - PAGE));
 	}
-	moved = report_and_pause("mremap", rs, NR_KINDS);
-	ok(moved == 0, "mremap: the reported pages stayed at their addresses during the pause (%d moved)",
-	   moved);
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	host_reads("mremap", "mremap", rs);
+	regions_free(rs);
 	finish(first, MREMAP_POINTS, "mremap", NULL);
 }
 
@@ -412,7 +417,7 @@ static void test_madvise(void)
 	struct region rs[NR_KINDS];
 	static char want[MADVISE_PAGES * PAGE];
 	size_t len = MADVISE_PAGES * PAGE, j;
-	int first = tap_run, i, moved, lazy;
+	int first = tap_run, i, lazy;
 
 	for (i = 0; i < NR_KINDS; i++) {
 		region_new(&rs[i], kinds[i], MADVISE_PAGES, 41 + i);
@@ -442,11 +447,8 @@ static void test_madvise(void)
 		ok(intact(&rs[i]), "madvise: %s: data written again reads back",
 		   rs[i].kind);
 	}
-	moved = report_and_pause("madvise", rs, NR_KINDS);
-	ok(moved == 0, "madvise: the reported pages stayed at their addresses during the pause (%d moved)",
-	   moved);
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	host_reads("madvise", "madvise", rs);
+	regions_free(rs);
 	finish(first, MADVISE_POINTS, "madvise", NULL);
 }
 
@@ -800,11 +802,8 @@ static void test_swap(void)
 	   "swap: the pages came back from the device: pswpin +%ld (want >= %d)",
 	   pswpin, total);
 
-	i = report_and_pause("swap", rs, NR_KINDS);
-	ok(i == 0, "swap: the reported pages stayed at their addresses during the pause (%d moved)",
-	   i);
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	host_reads("swap", "swap", rs);
+	regions_free(rs);
 	if (pinned)
 		sched_setaffinity(0, sizeof(old), &old);
 	finish(first, SWAP_POINTS, "swap", NULL);
@@ -898,9 +897,7 @@ static void test_migration(void)
 		   "move_pages %s: all %d pages on node %d (%d are), at new physical addresses (%d are)",
 		   rs[i].kind, MIGRATE_PAGES, to, c, moved);
 	}
-	i = report_and_pause("migration", rs, NR_KINDS);
-	ok(i == 0, "migration: the reported pages stayed at their addresses during the pause (%d moved)",
-	   i);
+	host_reads("migration", "migration", rs);
 
 	/* The whole process back to where it was. */
 	from_mask = 1UL << to;
@@ -932,8 +929,7 @@ static void test_migration(void)
 		   "compaction %s: data intact, KeyID %ld unchanged (%d of %d pages moved)",
 		   rs[i].kind, keyid_of(rs[i].p), moved, MIGRATE_PAGES);
 	}
-	for (i = 0; i < NR_KINDS; i++)
-		region_free(&rs[i]);
+	regions_free(rs);
 	if (pinned)
 		sched_setaffinity(0, sizeof(old), &old);
 	finish(first, MIGRATION_POINTS, "migration", NULL);
