@@ -290,6 +290,25 @@ vm_wait_ssh() {
 	done
 }
 
+# vm_boot STATE_DIR BACKING_QCOW2 [SEED_IMG]: vm_start, then vm_wait_ssh.
+# A boot that panics or hangs before ssh is tried once more on a fresh
+# overlay (MKTME_BOOT_TRIES, default 2), after its console tail is
+# printed: under TCG, about one boot in 40 of the debug kernel has died
+# in early boot at a text-patching site (an int3 taken after
+# text_poke_bp() had finished; once a livelock in it), with no MKTME code
+# on the stack, which we take for the emulator's cross-vCPU code
+# modification. A kernel that cannot boot fails both tries.
+vm_boot() {
+	local try tries=${MKTME_BOOT_TRIES:-2}
+	for ((try = 1; ; try++)); do
+		vm_start "$@"
+		vm_wait_ssh && return 0
+		vm_kill
+		[ "$try" -lt "$tries" ] || return 1
+		vm_log "WARNING: boot $try of $tries failed before ssh (console tail above); booting again"
+	done
+}
+
 vm_boot_id() {
 	vm_ssh cat /proc/sys/kernel/random/boot_id
 }

@@ -16,7 +16,7 @@ deb=$(find "$top/out" -maxdepth 1 -name 'linux-image-*.deb' -printf '%T@ %p\n' |
 	sort -rn | sed -n '1s/^[^ ]* //p')
 release=$(dpkg-deb -c "$deb" | sed -n 's|.* \./boot/vmlinuz-\(.*\)$|\1|p')
 
-tap_plan 8
+tap_plan 9
 
 # One boot for the topology, the command line and the release.
 start=$SECONDS
@@ -52,4 +52,6 @@ tap_check "a boot that panics fails" test "$rc" -ne 0
 tap_check "... within 120 s, printing the console tail with the panic" \
 	bash -c "[ $took -le 120 ] && grep -q 'last 50 lines of the serial console' '$work/panic.out' &&
 		grep -q 'Kernel panic' '$work/panic.out'"
+tap_check "... after booting it twice (vm_boot tries a failed boot once more)" \
+	test "$(grep -c 'booting again' "$work/panic.out")" -eq 1
 tap_done
