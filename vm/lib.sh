@@ -24,6 +24,10 @@ if [ "$VM_ACCEL" = kvm ]; then
 else
 	VM_BOOT_TIMEOUT=${MKTME_BOOT_TIMEOUT:-600}
 fi
+# A boot whose serial console says nothing for this long before a login
+# prompt hangs: the kernel and systemd print all along while they boot
+# (under TCG the longest quiet stretch of a good boot is a few seconds).
+VM_CONSOLE_QUIET=${MKTME_CONSOLE_QUIET:-120}
 # Kernel messages that fail a run, as an extended regular expression.
 VM_DMESG_BAD='WARNING:|BUG:|Oops|possible circular locking|possible recursive locking|INFO: |suspected memory leak|UBSAN:|general protection fault|Kernel panic'
 VM_PANIC='Kernel panic - not syncing|end Kernel panic'
@@ -270,10 +274,14 @@ vm_check_alive() {
 	fi
 }
 
-# Wait until root can log in by ssh; fail at once on a panic, or after
-# VM_BOOT_TIMEOUT seconds. With BOOT_ID, wait for a boot other than it.
+# Wait until root can log in by ssh; fail at once on a panic, after
+# VM_BOOT_TIMEOUT seconds, or when the console has been silent for
+# VM_CONSOLE_QUIET seconds before the boot's login prompt (a hang: fail in
+# two minutes, not ten). With BOOT_ID, wait for a boot other than it.
 vm_wait_ssh() {
-	local not_boot=${1:-} start=$SECONDS id
+	local not_boot=${1:-} start=$SECONDS id size last_size=-1 quiet_since=$SECONDS prompts
+	# A reboot's console still holds the previous boot's prompts.
+	prompts=$(grep -ac ' login: ' "$VM_STATE/console.log" || true)
 	while :; do
 		vm_check_alive || return 1
 		if id=$(vm_ssh cat /proc/sys/kernel/random/boot_id 2>/dev/null) &&
@@ -286,6 +294,15 @@ vm_wait_ssh() {
 			vm_console_tail
 			return 1
 		fi
+		size=$(stat -c %s "$VM_STATE/console.log")
+		if [ "$size" -ne "$last_size" ]; then
+			last_size=$size quiet_since=$SECONDS
+		elif [ $((SECONDS - quiet_since)) -ge "$VM_CONSOLE_QUIET" ] &&
+			[ "$(grep -ac ' login: ' "$VM_STATE/console.log" || true)" -le "$prompts" ]; then
+			vm_log "the serial console has been silent for ${VM_CONSOLE_QUIET}s, with no login prompt: the boot hangs (MKTME_CONSOLE_QUIET)"
+			vm_console_tail
+			return 1
+		fi
 		sleep 2
 	done
 }
@@ -293,11 +310,13 @@ vm_wait_ssh() {
 # vm_boot STATE_DIR BACKING_QCOW2 [SEED_IMG]: vm_start, then vm_wait_ssh.
 # A boot that panics or hangs before ssh is tried once more on a fresh
 # overlay (MKTME_BOOT_TRIES, default 2), after its console tail is
-# printed: under TCG, about one boot in 40 of the debug kernel has died
-# in early boot at a text-patching site (an int3 taken after
-# text_poke_bp() had finished; once a livelock in it), with no MKTME code
-# on the stack, which we take for the emulator's cross-vCPU code
-# modification. A kernel that cannot boot fails both tries.
+# printed. Under multi-threaded TCG a few boots in a hundred of the debug
+# kernel die in early boot at a static-key site just patched by
+# text_poke_bp(): an int3 taken after it was done (an oops), or every vCPU
+# spinning with interrupts off at the patched instruction, which memory
+# already holds in its final form (a livelock). No MKTME code is on those
+# paths; we take it for the emulator's cross-vCPU code modification. A
+# kernel that cannot boot fails both tries.
 vm_boot() {
 	local try tries=${MKTME_BOOT_TRIES:-2}
 	for ((try = 1; ; try++)); do
@@ -418,8 +437,7 @@ vm_install_kernel() {
 	VM_CACHE_MODE=writeback
 	trap 'vm_kill' EXIT
 	start=$SECONDS
-	vm_start "$tmp" - "$imgdir/seed.img"
-	vm_wait_ssh
+	vm_boot "$tmp" - "$imgdir/seed.img"
 	vm_log "time: Debian's kernel booted to ssh in ${VM_BOOT_SECONDS}s"
 	vm_ssh uname -r
 	# cloud-init restarts sshd while it sets up the first boot: wait until
@@ -449,7 +467,12 @@ EOF
 	boot_id=$(vm_boot_id)
 	vm_ssh 'systemctl reboot' || true
 	vm_log "rebooting into $release"
-	vm_wait_ssh "$boot_id"
+	# A boot that dies early (see vm_boot) is booted again from the disk.
+	vm_wait_ssh "$boot_id" || {
+		vm_kill
+		vm_log "WARNING: the reboot into $release failed before ssh (console tail above); booting again"
+		vm_boot "$tmp" - "$imgdir/seed.img"
+	}
 	vm_log "time: install + reboot: $((SECONDS - start))s (our kernel booted to ssh in ${VM_BOOT_SECONDS}s)"
 	uname=$(vm_ssh uname -r)
 	if [ "$uname" != "$release" ]; then

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The test VM harness as a user drives it (vm/run): our kernel is the one
 # running, options reach QEMU and the kernel, a failing command fails the
-# run, and a kernel that panics at boot fails fast with the console's tail.
+# run, and a kernel that panics or hangs at boot fails fast with the
+# console's tail.
 # Needs "make deb" first; the kernel install is cached after the first run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +17,7 @@ deb=$(find "$top/out" -maxdepth 1 -name 'linux-image-*.deb' -printf '%T@ %p\n' |
 	sort -rn | sed -n '1s/^[^ ]* //p')
 release=$(dpkg-deb -c "$deb" | sed -n 's|.* \./boot/vmlinuz-\(.*\)$|\1|p')
 
-tap_plan 9
+tap_plan 11
 
 # One boot for the topology, the command line and the release.
 start=$SECONDS
@@ -54,4 +55,19 @@ tap_check "... within 120 s, printing the console tail with the panic" \
 		grep -q 'Kernel panic' '$work/panic.out'"
 tap_check "... after booting it twice (vm_boot tries a failed boot once more)" \
 	test "$(grep -c 'booting again' "$work/panic.out")" -eq 1
+# A shell as the initrd's init waits on the console for ever: the boot
+# hangs, and fails once the console has said nothing for
+# MKTME_CONSOLE_QUIET seconds (20 here, 120 by default), long before
+# MKTME_BOOT_TIMEOUT.
+start=$SECONDS
+rc=0
+MKTME_CONSOLE_QUIET=20 MKTME_BOOT_TRIES=1 MKTME_BOOT_TIMEOUT=300 \
+	"$run" --append 'rdinit=/bin/sh' -- true >"$work/hang.out" 2>&1 || rc=$?
+took=$((SECONDS - start))
+echo "# boot that hangs: failed after $took s, status $rc"
+tap_check "a boot that hangs fails once its console is silent for 20 s (in $took s)" \
+	bash -c "[ $rc -ne 0 ] && [ $took -le 150 ] &&
+		grep -q 'serial console has been silent for 20s' '$work/hang.out'"
+tap_check "... printing the console tail" \
+	grep -q 'last 50 lines of the serial console' "$work/hang.out"
 tap_done
