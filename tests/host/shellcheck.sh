@@ -6,12 +6,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../tap.sh"
 cd "$here/../.."
 
-# Shell scripts: *.sh, and files whose first line names bash or sh.
+# Shell scripts: *.sh, *.bash (sourced), and files whose first line names
+# bash or sh.
 mapfile -t scripts < <(git ls-files --cached --others --exclude-standard |
 	while read -r f; do
 		[ -f "$f" ] || continue
 		case $f in
-		*.sh) echo "$f" ;;
+		*.sh | *.bash) echo "$f" ;;
 		*.patch | *.md | *.c | *.h | *.config) ;;
 		*) head -c 64 "$f" | head -n 1 | grep -qE '^#!.*/(ba)?sh( |$)|^#!/usr/bin/env (ba)?sh' && echo "$f" ;;
 		esac

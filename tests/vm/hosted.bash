@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2154 # here, top: set by the caller
 # A VM boot whose guest program and the host take turns (tests/vm/mm.sh,
-# tests/vm/hotplug.sh, tests/vm/pconfig-faults.sh). Source it after
-# tests/tap.sh, with $here (tests/vm) and $top (the top of the tree) set.
+# tests/vm/hotplug.sh). Source it after tests/tap.sh, with $here
+# (tests/vm) and $top (the top of the tree) set.
 # It makes $work, a scratch directory removed on exit, and $sock, the QMP
 # socket's path, and gives qmp(), the model's tables over QMP
 # (tests/vm/mktme_qmp.py), and checks of guest RAM (hosted_ram_check). Not
@@ -66,10 +66,15 @@ hosted_run_ok() {
 # "HANDLER pause NAME" at each pause and "HANDLER line LINE" for every
 # other line of the guest that is not TAP; it must not fail (set -e).
 # PAUSES: the names of the pauses the guest must make, in order, separated
-# by spaces. Adds the points: each pause happened, the guest ran its whole
-# plan, vm/run's status.
+# by spaces. COMMAND may run several guest programs one after the other,
+# each with its TAP plan: LABEL is then their labels joined by "+" (e.g.
+# "mm+faults"), and each program's points are relayed with its own label.
+# Adds the points: each pause happened, the guest ran its whole plan (the
+# sum of the plans), vm/run's status.
 hosted_run() {
 	local label=$1 handler=$2 want_pauses=$3 line start=$SECONDS pstart rc=0
+	local labels=() program=$1 plans=0
+	IFS=+ read -r -a labels <<<"$label"
 	shift 3
 	hosted_plan=0 hosted_ran=0 hosted_failed=0 hosted_bailed=0 hosted_pauses=()
 	rm -f "$work/in" "$work/out"
@@ -81,10 +86,12 @@ hosted_run() {
 	while IFS= read -r -u 3 line; do
 		line=${line%$'\r'}
 		if [[ $line =~ ^1\.\.([0-9]+)$ ]]; then
-			hosted_plan=${BASH_REMATCH[1]}
-			echo "# $label: the guest plans $hosted_plan points"
+			program=${labels[plans]:-$label}
+			plans=$((plans + 1))
+			hosted_plan=$((hosted_plan + BASH_REMATCH[1]))
+			echo "# $program: the guest plans ${BASH_REMATCH[1]} points"
 		elif [[ $line =~ ^(not\ )?ok\ [0-9]+ ]]; then
-			hosted_relay "$label" "$line"
+			hosted_relay "$program" "$line"
 		elif [[ $line =~ ^[a-z]+:\ pause\ ([a-z]+)$ ]]; then
 			echo "# $label: guest: $line"
 			hosted_pauses+=("${BASH_REMATCH[1]}")
@@ -107,8 +114,8 @@ hosted_run() {
 	echo "# $label: vm/run took $((SECONDS - start)) s, status $rc"
 	tap_check "$label: the guest paused at: ${want_pauses:-(no pause)}" \
 		test "${hosted_pauses[*]}" = "$want_pauses"
-	tap_check "$label: the guest program ran its whole plan ($hosted_ran of $hosted_plan points)" \
-		test "$hosted_plan" -gt 0 -a "$hosted_ran" -eq "$hosted_plan" -a "$hosted_bailed" -eq 0
+	tap_check "$label: the guest ran its whole plan ($hosted_ran of $hosted_plan points, ${#labels[@]} program(s))" \
+		test "$plans" -eq "${#labels[@]}" -a "$hosted_ran" -eq "$hosted_plan" -a "$hosted_bailed" -eq 0
 	tap_check "$label: vm/run exits $rc: no kernel reports; the guest failed $hosted_failed points" \
 		hosted_run_ok "$rc"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Key tables of the MKTME platform model over QMP, for tests/vm/hotplug.sh
-and tests/vm/pconfig-faults.sh (the QMP client is vm/qmp.py's).
+and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
 
   mktme_qmp.py state SOCKET PKG STATE KEYID...
         every KEYID of package PKG's table is in STATE (unprogrammed,

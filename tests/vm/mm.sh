@@ -14,7 +14,9 @@
 # KeyID alias (which the model decrypts with package 0's key); the others'
 # patterns must be in RAM (tests/vm/hosted.bash). Then: the guest ran its
 # whole plan, and vm/run found no kernel reports. The plan line comes last.
-# About 3 minutes under TCG, most of it the boot.
+# The same boot then runs tests/guest/faults (PCONFIG failures reach
+# add_key, its host half in tests/vm/faults.bash): a boot costs a minute
+# under TCG, more than both programs. About 3 minutes in all.
 # Needs "make deb" first (vm/run installs the kernel).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,22 +25,39 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/hosted.bash
 . "$here/hosted.bash"
+# shellcheck source=tests/vm/faults.bash
+. "$here/faults.bash"
 
-# A handler of hosted_run.
+# A handler of hosted_run: the pauses of faults are faults', the others
+# mm's RAM checks.
 on_guest() {
 	case $1 in
-	line) hosted_ram_line "$2" ;;
-	pause) hosted_ram_check mm "$2" ;;
+	line)
+		hosted_ram_line "$2"
+		faults_line "$2"
+		;;
+	pause)
+		case $2 in
+		entropy | busy | clean | done) faults_pause "$2" ;;
+		*) hosted_ram_check mm "$2" ;;
+		esac
+		;;
 	esac
 }
 
 tap_check "tests/guest/mm.c builds" hosted_build mm
-if [ ! -x "$work/mm" ]; then
+tap_check "tests/guest/faults.c builds" hosted_build faults
+if [ ! -x "$work/mm" ] || [ ! -x "$work/faults" ]; then
 	tap_plan "$TAP_N"
 	exit 1
 fi
-hosted_run mm on_guest "fault cowchild cowparent mremap madvise swap migration" \
-	--sockets 2 --mem 2048 --qmp "$sock" --copy "$work/mm" -- \
-	'set -e; fallocate -l 256M /swapfile; chmod 600 /swapfile; mkswap /swapfile >/dev/null; swapon /swapfile; ./mm'
+# Both programs run whatever the first's status; the command's status is 1
+# if either failed.
+# shellcheck disable=SC2016 # $rc is the guest shell's
+hosted_run mm+faults on_guest \
+	"fault cowchild cowparent mremap madvise swap migration entropy busy clean done" \
+	--sockets 2 --mem 2048 --qmp "$sock" --copy "$work/mm" --copy "$work/faults" -- \
+	'set -e; fallocate -l 256M /swapfile; chmod 600 /swapfile; mkswap /swapfile >/dev/null; swapon /swapfile;
+	rc=0; ./mm || rc=1; ./faults || rc=1; exit $rc'
 tap_plan "$TAP_N"
 tap_done
