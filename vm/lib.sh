@@ -139,11 +139,14 @@ vm_free_port() {
 }
 
 # The -smp and -numa arguments for VM_CPUS and VM_SOCKETS. Without --cpus,
-# two vCPUs per socket: multi-threaded TCG boots the guest to ssh in about
-# half the time of one vCPU (45 s against 80 s on the 2-core machine).
+# two vCPUs for one socket: multi-threaded TCG boots the guest to ssh in
+# about half the time of one vCPU (45 s against 80 s on the 2-core
+# machine); one vCPU per socket for more sockets: four vCPUs on two host
+# cores are no faster (mm.sh: 91 s against 95 s), and the early-boot
+# livelock of vm_boot was seen with four.
 vm_topology_args() {
 	local sockets=${VM_SOCKETS:-1} cpus=${VM_CPUS:-}
-	[ -n "$cpus" ] || cpus=$((sockets * 2))
+	[ -n "$cpus" ] || cpus=$((sockets > 1 ? sockets : 2))
 	[ "$((cpus % sockets))" -eq 0 ] || die "--cpus $cpus is not a multiple of --sockets $sockets"
 	printf '%s\n' -smp "cpus=$cpus,sockets=$sockets,cores=$((cpus / sockets)),threads=1"
 	[ "$sockets" -gt 1 ] || return 0
