@@ -123,14 +123,15 @@ vm_deb_release() {
 # ---------------------------------------------------------------------------
 # One VM instance. Its state lives in a directory, so that separate processes
 # (the autopkgtest setup script) can pick it up again with vm_load:
-#   disk.qcow2 console.log qemu.pid port [qmp.sock]
+#   disk.qcow2 console.log qemu.pid port [qmp.sock] [scratch.img]
 # Globals: VM_STATE VM_PORT VM_KEY, and for vm_start: VM_MEM VM_CPUS
-# VM_SOCKETS VM_QMP VM_KERNEL VM_INITRD VM_CMDLINE VM_CACHE_MODE.
+# VM_SOCKETS VM_QMP VM_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE VM_CACHE_MODE.
 
 VM_MEM=${VM_MEM:-2048}
 VM_CPUS=${VM_CPUS:-}
 VM_SOCKETS=${VM_SOCKETS:-}
 VM_QMP=${VM_QMP:-}
+VM_DISK_MB=${VM_DISK_MB:-}
 VM_KERNEL='' VM_INITRD='' VM_CMDLINE=''
 VM_CACHE_MODE=unsafe
 
@@ -201,6 +202,16 @@ vm_start() {
 	mapfile -t -O "${#args[@]}" args < <(vm_topology_args)
 	[ -z "$seed" ] || args+=(-drive "file=$seed,format=raw,if=virtio,readonly=on")
 	[ -z "$VM_QMP" ] || args+=(-qmp "unix:$VM_QMP,server=on,wait=off")
+	if [ -n "$VM_DISK_MB" ]; then
+		# An empty disk of its own, e.g. a swap device: the guest's udev
+		# names it by its serial, /dev/disk/by-id/virtio-scratch. In a PCI
+		# slot after the -drive disks', whose devices QEMU creates after
+		# every -device: SeaBIOS boots the first disk in slot order.
+		qemu-img create -q -f raw "$VM_STATE/scratch.img" "${VM_DISK_MB}M"
+		# shellcheck disable=SC2054 # commas are QEMU's
+		args+=(-drive "if=none,id=scratch,file=$VM_STATE/scratch.img,format=raw,cache=unsafe"
+			-device virtio-blk-pci,drive=scratch,serial=scratch,addr=0x10)
+	fi
 	if [ -n "$VM_KERNEL" ]; then
 		args+=(-kernel "$VM_KERNEL" -initrd "$VM_INITRD" -append "$VM_CMDLINE")
 	fi
@@ -434,7 +445,7 @@ vm_ensure_kernel() {
 # In the default topology, whatever the caller asked for its own boot.
 vm_install_kernel() {
 	local deb=$1 imgdir=$2 tmp boot_id uname start release
-	VM_SOCKETS='' VM_CPUS='' VM_QMP=''
+	VM_SOCKETS='' VM_CPUS='' VM_QMP='' VM_DISK_MB=''
 	tmp=$VM_KDIR.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"

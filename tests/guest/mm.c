@@ -8,9 +8,9 @@
  * assertion could otherwise pass for the wrong reason.
  *
  * The guest half of tests/vm/mm.sh, which boots the VM with two NUMA
- * nodes and a swap file. Each scenario that writes data reports pages of
- * it and pauses while the host reads them from guest RAM
- * (tests/vm/hosted.bash):
+ * nodes and a virtio-blk disk as the swap device. Each scenario that
+ * writes data reports pages of it and pauses while the host reads them
+ * from guest RAM (tests/vm/hosted.bash):
  *
  *   region NAME kind=KIND pa=0x... keyid=K seed=S page=I
  *   ...
@@ -455,8 +455,9 @@ static void test_madvise(void)
 /*
  * Swap
  *
- * The swap device, read directly (O_DIRECT) at a swap slot: a swap file's
- * slot s is its page s, which FIEMAP maps to the file system's block device
+ * The swap device, read directly (O_DIRECT) at a swap slot: a swap
+ * partition's (or disk's) slot s is its page s; a swap file's slot s is
+ * its page s, which FIEMAP maps to the file system's block device
  * (reading the file itself would give zeros: fallocate's extents stay
  * "unwritten" for the file system while swap writes their blocks).
  */

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Encrypted memory through the memory manager, in one VM boot: 2 sockets
-# (2 NUMA nodes), 2 GiB, a 256 MiB swap file, and tests/guest/mm in it
-# (first faults, fork and COW, mremap, MADV_DONTNEED and MADV_FREE, swap,
-# migration, compaction, KSM, THP, process_vm_readv and ptrace, core
-# dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
+# (2 NUMA nodes), 2 GiB, a 256 MiB virtio-blk disk as the swap device, and
+# tests/guest/mm in it (first faults, fork and COW, mremap, MADV_DONTNEED
+# and MADV_FREE, swap, migration, compaction, KSM, THP, process_vm_readv
+# and ptrace, core dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
 # tests/run-all counts each of them.
 # After writing the data of a scenario (first faults, the child's and the
 # parent's pages after fork, mremap, madvise, swap-in, move_pages) the
@@ -56,8 +56,8 @@ fi
 # shellcheck disable=SC2016 # $rc is the guest shell's
 hosted_run mm+faults on_guest \
 	"fault cowchild cowparent mremap madvise swap migration entropy busy clean done" \
-	--sockets 2 --mem 2048 --qmp "$sock" --copy "$work/mm" --copy "$work/faults" -- \
-	'set -e; fallocate -l 256M /swapfile; chmod 600 /swapfile; mkswap /swapfile >/dev/null; swapon /swapfile;
+	--sockets 2 --mem 2048 --disk 256 --qmp "$sock" --copy "$work/mm" --copy "$work/faults" -- \
+	'set -e; swap=/dev/disk/by-id/virtio-scratch; udevadm settle; mkswap $swap >/dev/null; swapon $swap;
 	rc=0; ./mm || rc=1; ./faults || rc=1; exit $rc'
 tap_plan "$TAP_N"
 tap_done
