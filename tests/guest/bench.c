@@ -6,9 +6,11 @@
  *   job      an allocation-heavy job: processes that fork, write their
  *            copy of the parent's memory (copy-on-write), allocate, fill
  *            and free scratch memory, and exit; all encrypted vs all plain
- *   addkey   add_key() of a cpu key (programs every package) + invalidate
+ *   addkey   add_key() of a cpu key (programs every online package) +
+ *            invalidate, with 1, 2 and 4 packages online and as many CPUs
+ *            online each time: CPUs go offline for a round (needs root)
  * Prints "name: A us, B us, ratio R" lines; the rounds alternate between
- * the two sides so that drift in the machine's speed hits both alike.
+ * the sides so that drift in the machine's speed hits them alike.
  *
  *   bench fault|protect|job|addkey...   the measurements named, in that order
  */
@@ -169,6 +171,83 @@ static int wanted(int argc, char **argv, const char *name)
 	return 0;
 }
 
+#define MAX_CPUS 64
+
+/*
+ * Each CPU's package and its rank there (all CPUs online at start), the
+ * number of packages, and of CPUs per package.
+ */
+static int cpu_package[MAX_CPUS], cpu_rank[MAX_CPUS], nr_cpus, nr_packages;
+static int per_package;
+
+static void read_topology(void)
+{
+	int cpu, other;
+	long pkg;
+
+	for (nr_cpus = 0; nr_cpus < MAX_CPUS; nr_cpus++) {
+		pkg = cpu_value(nr_cpus, "topology/physical_package_id");
+		if (pkg < 0)
+			break;
+		cpu_package[nr_cpus] = pkg;
+		if (pkg >= nr_packages)
+			nr_packages = pkg + 1;
+	}
+	if (!nr_cpus || cpu_package[0])
+		bail_out("CPU 0 is not on package 0, or no topology");
+	for (cpu = 0; cpu < nr_cpus; cpu++)
+		for (other = 0; other < cpu; other++)
+			cpu_rank[cpu] += cpu_package[other] == cpu_package[cpu];
+	per_package = nr_cpus / nr_packages;
+}
+
+/*
+ * Packages 0 .. n - 1 online with per_package / n CPUs each, the other
+ * CPUs offline: as many CPUs online whatever n, so that only the number of
+ * packages that PCONFIG must program differs. CPU 0 stays online.
+ */
+static void packages_online(int n)
+{
+	int cpu, on, err;
+
+	for (cpu = 1; cpu < nr_cpus; cpu++) {
+		on = cpu_package[cpu] < n && cpu_rank[cpu] < per_package / n;
+		if (cpu_value(cpu, "online") == on)
+			continue;
+		err = cpu_set_online(cpu, on);
+		if (err)
+			bail_out("CPU %d %s: %s", cpu, on ? "online" : "offline",
+				 strerror(err));
+	}
+}
+
+/*
+ * add_key() latency with 1, 2 and 4 packages online (those that divide
+ * both the packages and the CPUs per package), rounds alternating.
+ */
+static void addkey_packages(void)
+{
+	int counts[3], nr_counts = 0, c, n, r;
+	double t[3][ROUNDS];
+
+	read_topology();
+	for (n = 1; n <= 4; n *= 2)
+		if (n <= nr_packages && per_package % n == 0)
+			counts[nr_counts++] = n;
+	for (r = 0; r < ROUNDS; r++)
+		for (c = 0; c < nr_counts; c++) {
+			packages_online(counts[c]);
+			t[c][r] = addkey_round(16);
+		}
+	packages_online(nr_packages);
+	for (c = 0; c < nr_counts; c++)
+		printf("addkey: %d package(s) online, %d CPUs: %.0f us per key (median of %d rounds of 16)\n",
+		       counts[c], per_package, median(t[c], ROUNDS), ROUNDS);
+	for (c = 1; c < nr_counts; c++)
+		printf("addkey ratio %d:1 packages %.2f\n", counts[c],
+		       median(t[c], ROUNDS) / median(t[0], ROUNDS));
+}
+
 int main(int argc, char **argv)
 {
 	size_t len = 64UL << 20;
@@ -181,12 +260,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s fault|protect|job|addkey...\n", argv[0]);
 		return 2;
 	}
-	if (wanted(argc, argv, "addkey")) {
-		for (r = 0; r < ROUNDS; r++)
-			a[r] = addkey_round(16);
-		printf("addkey: %.0f us per key (median of %d rounds of 16)\n",
-		       median(a, ROUNDS), ROUNDS);
-	}
+	if (wanted(argc, argv, "addkey"))
+		addkey_packages();
 
 	key = mktme_add("bench", CPU_KEY);
 	if (key == -1)

@@ -33,7 +33,6 @@
 
 #define NPAGES 16
 #define LEN (NPAGES * PAGE)
-#define CPU_SYSFS "/sys/devices/system/cpu"
 
 struct region {
 	const char *name;
@@ -41,33 +40,6 @@ struct region {
 	char *p;
 	long keyid;
 };
-
-/* A number in /sys/devices/system/cpu/cpuCPU/FILE, or -1. */
-static long cpu_value(int cpu, const char *file)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/%s", cpu, file);
-	return read_long(path);
-}
-
-/* Write "0" or "1" to cpuCPU/online with write(2): 0 or its errno. */
-static int set_online(int cpu, int on)
-{
-	char path[128];
-	ssize_t w;
-	int fd, err = 0;
-
-	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/online", cpu);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	w = write(fd, on ? "1" : "0", 1);
-	if (w != 1)
-		err = w < 0 ? errno : EIO;
-	close(fd);
-	return err;
-}
 
 /* Run on CPU only; the CPU we then run on, or -1 (errno set). */
 static int pin(int cpu)
@@ -117,7 +89,7 @@ static void check_topology(void)
 /* Package 1 (CPUs 3 and 2) goes offline; we run on CPU 0. */
 static void package1_offline(void)
 {
-	int e3 = set_online(3, 0), e2 = set_online(2, 0);
+	int e3 = cpu_set_online(3, 0), e2 = cpu_set_online(2, 0);
 
 	if (!ok(!e3 && !e2 && cpu_value(2, "online") == 0 &&
 		cpu_value(3, "online") == 0,
@@ -130,7 +102,7 @@ static void package1_offline(void)
 /* Package 1 (CPUs 2 and 3) comes online: both writes must succeed. */
 static int package1_online(void)
 {
-	int e2 = set_online(2, 1), e3 = set_online(3, 1);
+	int e2 = cpu_set_online(2, 1), e3 = cpu_set_online(3, 1);
 
 	ok(!e2 && cpu_value(2, "online") == 1,
 	   "CPU 2, the first of package 1, comes online (%s)",
@@ -236,11 +208,11 @@ static void user_key(int saved)
 		return;
 	}
 
-	err = set_online(2, 1);
+	err = cpu_set_online(2, 1);
 	ok(err == EPERM && cpu_value(2, "online") == 0,
 	   "CPU 2 cannot come online while user KeyID %ld is in use: %s, online %ld",
 	   r.keyid, err ? strerror(err) : "write succeeded", cpu_value(2, "online"));
-	err = set_online(3, 1);
+	err = cpu_set_online(3, 1);
 	ok(err == EPERM && cpu_value(3, "online") == 0,
 	   "nor CPU 3: %s, online %ld", err ? strerror(err) : "write succeeded",
 	   cpu_value(3, "online"));

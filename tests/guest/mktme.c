@@ -46,6 +46,33 @@ long mktme_sysfs(const char *name)
 	return read_long(path);
 }
 
+#define CPU_SYSFS "/sys/devices/system/cpu"
+
+long cpu_value(int cpu, const char *file)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/%s", cpu, file);
+	return read_long(path);
+}
+
+int cpu_set_online(int cpu, int on)
+{
+	char path[128];
+	ssize_t w;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), CPU_SYSFS "/cpu%d/online", cpu);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	w = write(fd, on ? "1" : "0", 1);
+	if (w != 1)
+		err = w < 0 ? errno : EIO;
+	close(fd);
+	return err;
+}
+
 void pause_for_host(const char *prog, const char *name)
 {
 	struct pollfd pfd = { .fd = 0, .events = POLLIN };

@@ -26,10 +26,14 @@ long encrypt_mprotect(void *addr, size_t len, int prot, key_serial_t key);
 /* add_key("mktme", desc, payload) into the process keyring. */
 key_serial_t mktme_add(const char *desc, const char *payload);
 
-/* A value of /sys/kernel/mm/mktme/NAME, or -1. */
 /* The number in a file such as a sysfs attribute, or -1. */
 long read_long(const char *path);
+/* A value of /sys/kernel/mm/mktme/NAME, or -1. */
 long mktme_sysfs(const char *name);
+/* A number in /sys/devices/system/cpu/cpuCPU/FILE, or -1. */
+long cpu_value(int cpu, const char *file);
+/* Write "0" or "1" to cpuCPU/online with write(2): 0 or its errno. */
+int cpu_set_online(int cpu, int on);
 /*
  * Print "PROG: pause NAME" for the host harness (tests/vm/hosted.bash) and
  * wait for its line on stdin, at most 120 s.
