@@ -112,6 +112,14 @@ hosted_run() {
 	wait "$hosted_pid" || rc=$?
 	hosted_pid=
 	echo "# $label: vm/run took $((SECONDS - start)) s, status $rc"
+	# vm/run's own lines (boot time, total); all its stderr when a boot
+	# failed and was tried again, which is otherwise seen nowhere when the
+	# retry works: the console tail of the failed boot is the reproducer.
+	if grep -q '^vm: WARNING' "$work/err"; then
+		sed "s|^|# $label: |" "$work/err"
+	else
+		sed -n "s|^vm: |# $label: vm: |p" "$work/err"
+	fi
 	tap_check "$label: the guest paused at: ${want_pauses:-(no pause)}" \
 		test "${hosted_pauses[*]}" = "$want_pauses"
 	tap_check "$label: the guest ran its whole plan ($hosted_ran of $hosted_plan points, ${#labels[@]} program(s))" \
