@@ -31,9 +31,8 @@ echo "# vm/run --sockets 2 --cpus 4 --append mktme_savekeys: $((SECONDS - start)
 grep -E '^(==>|    )' "$work/topo.out" | sed 's/^/# /' || true
 sed -n 's/^vm: /# vm: /p' "$work/topo.err"
 tap_check "vm/run exits with the command's status (3)" test "$rc" -eq 3
-tap_check "... after scanning dmesg: no kernel reports" bash -c \
-	"grep -q '^vm: time: total .*exit status 3\$' '$work/topo.err' &&
-		! grep -qE \"kernel reports in the guest's dmesg|cannot read the guest's dmesg|the guest died\" '$work/topo.err'"
+tap_check "... after scanning dmesg: no kernel reports" \
+	grep -qx 'vm: kernel log: no reports' "$work/topo.err"
 tap_check "uname -r in the VM is $release" grep -qx "$release" "$work/topo.out"
 tap_check "lscpu shows 2 sockets" grep -qE '^Socket\(s\): +2$' "$work/topo.out"
 tap_check "lscpu shows 4 CPUs" grep -qE '^CPU\(s\): +4$' "$work/topo.out"
