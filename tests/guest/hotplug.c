@@ -24,7 +24,6 @@
  * stdin (the host's "go", through ssh) for up to 120 s, and goes on
  * anyway after that ("hotplug: resumed NAME").
  */
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -455,9 +455,9 @@ static void test_madvise(void)
 /*
  * Swap
  *
- * The swap device, read directly (O_DIRECT) at a swap slot: a swap
- * partition's (or disk's) slot s is its page s; a swap file's slot s is
- * its page s, which FIEMAP maps to the file system's block device
+ * The swap device, read directly (O_DIRECT) at a swap slot: slot s is
+ * page s of a swap disk or partition, or of a swap file, which FIEMAP
+ * then maps to the file system's block device
  * (reading the file itself would give zeros: fallocate's extents stay
  * "unwritten" for the file system while swap writes their blocks).
  */
