@@ -6,14 +6,19 @@
  *
  * It prints "faults: keyids_in_use N", then pauses ("faults: pause NAME",
  * and waits for a line on stdin, the host's "go" through ssh, for up to
- * 120 s) before each add_key:
+ * 120 s) before each step. The kernel tries a PCONFIG that fails with an
+ * entropy error or device busy 5 times, and undoes what the other
+ * packages got when one still fails:
  *
- *   entropy  the host made package 0's next PCONFIG fail (entropy error):
- *            add_key fails with ENOKEY, keyids_in_use unchanged
- *   busy     the same on package 1 (device busy): package 0 is programmed,
- *            package 1 is not; ENOKEY, keyids_in_use unchanged
- *   clean    nothing injected: add_key succeeds, keyids_in_use + 1, and
- *            memory encrypted with the key reads back
+ *   entropy  the host made package 0's next 5 PCONFIGs fail (entropy
+ *            error): add_key fails with ENOKEY, keyids_in_use unchanged
+ *   busy     the same on package 1 (device busy): package 0 was programmed
+ *            and is cleared again; ENOKEY, keyids_in_use unchanged
+ *   retry    one failure on each package: the retries make add_key
+ *            succeed, keyids_in_use + 1
+ *   update   package 1 fails 5 times again: keyctl update of the key fails
+ *            with ENOKEY, package 0 gets the key's old data back, and the
+ *            key still encrypts memory that reads back
  *   done     the key is in use ("region cpu keyid=K"): the host looks at
  *            both packages' tables
  */
@@ -41,7 +46,7 @@ int main(void)
 	long n0, now, keyid = -1;
 	char *p;
 
-	plan(8);
+	plan(9);
 	require_mktme();
 	n0 = settled_keyids_in_use();
 	printf("faults: keyids_in_use %ld\n", n0);
@@ -51,12 +56,16 @@ int main(void)
 	pause_for_host("faults", "busy");
 	add_fails("device busy on package 1", n0);
 
-	pause_for_host("faults", "clean");
-	key = mktme_add("clean", CPU_KEY);
-	if (!ok(key != -1, "nothing injected: add_key succeeds"))
+	pause_for_host("faults", "retry");
+	key = mktme_add("retry", CPU_KEY);
+	if (!ok(key != -1, "one failure on each package: add_key succeeds on a retry"))
 		diag("add_key: %s", strerror(errno));
 	now = settled_keyids_in_use();
 	ok(now == n0 + 1, "keyids_in_use %ld -> %ld", n0, now);
+
+	pause_for_host("faults", "update");
+	is_errno(keyctl_update(key, CPU_KEY, strlen(CPU_KEY)), ENOKEY,
+		 "update while package 1 keeps failing: ENOKEY");
 	p = map_anon(PAGE, MAP_PRIVATE);
 	if (p && key != -1 &&
 	    !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key)) {
@@ -64,7 +73,7 @@ int main(void)
 		keyid = keyid_of(p);
 	}
 	ok(keyid > 0 && mismatch(p, PAGE, 5) == -1,
-	   "a page encrypted with it (KeyID %ld) reads back", keyid);
+	   "the key still works: a page encrypted with it (KeyID %ld) reads back", keyid);
 	printf("region cpu keyid=%ld\n", keyid);
 	pause_for_host("faults", "done");
 	return done();

@@ -250,12 +250,94 @@ static void test_update(void)
 	keyctl_invalidate(key);
 }
 
+/*
+ * The keys core updates a negative key when add_key() finds it: a
+ * request_key() that the upcall negated (Debian's request-key.conf negates
+ * what no rule handles) leaves one in the destination keyring. Old kernels
+ * dereferenced its missing payload.
+ */
+static void test_negative_update(void)
+{
+	char desc[64], *p = map_anon(PAGE, MAP_PRIVATE);
+	key_serial_t neg, key;
+	long keyid = -3;
+
+	snprintf(desc, sizeof(desc), "negative-%d", (int)getpid());
+	neg = request_key("mktme", desc, NULL, KEY_SPEC_PROCESS_KEYRING);
+	if (!ok(neg == -1 && (errno == ENOKEY || errno == EKEYREJECTED),
+		"request_key of an unknown mktme key: negated (ENOKEY)"))
+		diag("  request_key: %ld, %s", (long)neg, strerror(errno));
+	key = add_key("mktme", desc, CPU_KEY, strlen(CPU_KEY),
+		      KEY_SPEC_PROCESS_KEYRING);
+	if (!ok(key > 0, "add_key of the same description updates the negative key: success"))
+		diag("  add_key: %s", strerror(errno));
+	if (key > 0 && p && !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key))
+		keyid = keyid_of(p);
+	if (keyid > 0)
+		fill(p, PAGE, 7);
+	ok(keyid > 0 && mismatch(p, PAGE, 7) == -1,
+	   "the now positive key encrypts memory (KeyID %ld) that reads back", keyid);
+	if (p)
+		munmap(p, PAGE);
+	if (key > 0)
+		keyctl_invalidate(key);
+}
+
+static void write_sysctl_one(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f) {
+		fputs("1\n", f);
+		fclose(f);
+	}
+}
+
+/*
+ * Revoking a key releases its KeyID at once, not after the garbage
+ * collector's delay: back in the pool within a second once no memory uses
+ * it. Memory encrypted with it stays readable until unmapped.
+ */
+static void test_revoke(void)
+{
+	long before = settled_keyids_in_use(), during;
+	key_serial_t key = mktme_add("revoke", CPU_KEY);
+	char *p = map_anon(PAGE, MAP_PRIVATE);
+	int mapped = key > 0 && p &&
+		     !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key);
+
+	if (mapped)
+		fill(p, PAGE, 8);
+	ok(mapped && keyctl_revoke(key) == 0, "revoke a key whose memory is mapped");
+	ok(mapped && mismatch(p, PAGE, 8) == -1 && keyid_of(p) > 0,
+	   "its memory still reads back, under its KeyID");
+	is_errno(p ? encrypt_mprotect(p, PAGE, PROT_READ, key) : 0, EKEYREVOKED,
+		 "encrypt_mprotect with the revoked key: EKEYREVOKED");
+	during = mktme_sysfs("keyids_in_use");
+	ok(during == before + 1, "the memory holds the KeyID: keyids_in_use %ld (before %ld)",
+	   during, before);
+	if (p)
+		munmap(p, PAGE);
+	/*
+	 * The freed page can wait in a per-CPU LRU batch that holds a
+	 * reference; compaction drains those batches on every CPU first.
+	 */
+	write_sysctl_one("/proc/sys/vm/compact_memory");
+	ok(wait_keyids_in_use(before, 1000) == before,
+	   "munmap: the KeyID is free within a second (keyids_in_use %ld)", before);
+
+	key = mktme_add("revoke-unused", USER_KEY);
+	ok(key > 0 && keyctl_revoke(key) == 0 &&
+	   wait_keyids_in_use(before, 1000) == before,
+	   "revoking an unused key frees its KeyID within a second");
+}
+
 int main(void)
 {
 	char big[1026];
 	size_t i;
 
-	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + 2 + 5 + 4 + 8);
+	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + 2 + 5 + 4 + 8 + 3 + 6);
 	require_mktme();
 
 	for (i = 0; i < ARRAY_SIZE(valid); i++)
@@ -270,5 +352,7 @@ int main(void)
 	test_capabilities();
 	test_read_describe();
 	test_update();
+	test_negative_update();
+	test_revoke();
 	return done();
 }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mktme.h"
@@ -213,9 +214,98 @@ static void test_pkey(void)
 	pkey_free(pkey);
 }
 
+/* The number of lines of /proc/self/maps: the VMAs, and [vsyscall]. */
+static int maps_lines(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		n++;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* VmData of /proc/self/status, in kB; 0 if not found. */
+static unsigned long vm_data_kb(void)
+{
+	char line[256];
+	unsigned long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		sscanf(line, "VmData: %lu kB", &kb);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static int write_file(const char *path, long value)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -1;
+	ret = fprintf(f, "%ld\n", value) < 0;
+	return fclose(f) || ret ? -1 : 0;
+}
+
+/*
+ * A failing encrypt_mprotect() changes nothing: not a byte of the memory,
+ * not a KeyID. Old kernels discarded the range's pages first, then failed
+ * on a check that comes later (a VMA split past vm.max_map_count, a range
+ * made writable past RLIMIT_DATA).
+ */
+static void test_failure_keeps_data(void)
+{
+	long max_map = read_long("/proc/sys/vm/max_map_count");
+	char *p = map_anon(3 * PAGE, MAP_PRIVATE);
+	struct rlimit old, low;
+	long rc;
+
+	if (p)
+		fill(p, 3 * PAGE, 31);
+	/* Two splits needed for the middle page, at most one allowed. */
+	ok(p && max_map > 0 && !write_file("/proc/sys/vm/max_map_count",
+					    maps_lines()),
+	   "vm.max_map_count lowered to the process's mappings (was %ld)",
+	   max_map);
+	rc = p ? encrypt_mprotect(p + PAGE, PAGE, PROT_READ | PROT_WRITE, key) : 0;
+	is_errno(rc, ENOMEM, "encrypt_mprotect that must split past max_map_count: ENOMEM");
+	write_file("/proc/sys/vm/max_map_count", max_map);
+	ok(p && mismatch(p, 3 * PAGE, 31) == -1 && keyid_of(p + PAGE) == 0,
+	   "... every byte and the KeyID (0) as they were");
+	if (p)
+		munmap(p, 3 * PAGE);
+
+	/* A writable page with data, then a read-only page: two VMAs. */
+	p = map_anon(2 * PAGE, MAP_PRIVATE);
+	if (p) {
+		fill(p, PAGE, 32);
+		mprotect(p + PAGE, PAGE, PROT_READ);
+	}
+	getrlimit(RLIMIT_DATA, &old);
+	low = old;
+	low.rlim_cur = vm_data_kb() * 1024;
+	ok(p && low.rlim_cur && !setrlimit(RLIMIT_DATA, &low),
+	   "RLIMIT_DATA lowered to the data the process has (%lu kB)",
+	   (unsigned long)low.rlim_cur / 1024);
+	rc = p ? encrypt_mprotect(p, 2 * PAGE, PROT_READ | PROT_WRITE, key) : 0;
+	is_errno(rc, ENOMEM, "encrypt_mprotect making the read-only page data past RLIMIT_DATA: ENOMEM");
+	setrlimit(RLIMIT_DATA, &old);
+	ok(p && mismatch(p, PAGE, 32) == -1 && keyid_of(p) == 0 &&
+	   keyid_of(p + PAGE) == 0 && vma_prot(p + PAGE) == PROT_READ,
+	   "... the data of the writable page, both KeyIDs (0) and the read-only page as they were");
+	if (p)
+		munmap(p, 2 * PAGE);
+}
+
 int main(void)
 {
-	plan(1 + 4 + 6 + 7 + 5 + 6 + 4);
+	plan(1 + 4 + 6 + 7 + 5 + 6 + 4 + 6);
 	require_mktme();
 	key = mktme_add("mprotect", CPU_KEY);
 	if (key == -1)
@@ -227,6 +317,7 @@ int main(void)
 	test_split_discard();
 	test_prot();
 	test_pkey();
+	test_failure_keeps_data();
 	keyctl_invalidate(key);
 	return done();
 }

@@ -1,20 +1,22 @@
 # shellcheck shell=bash disable=SC2154 # sock: set by tests/vm/hosted.bash
 # PCONFIG failures reach add_key: the host half of tests/guest/faults.c,
 # for a boot of "vm/run --sockets 2 --qmp" (two packages, each with its
-# own key table in the model). Sourced by tests/vm/mm.sh, whose boot runs
-# the faults program after the mm program, after tests/vm/hosted.bash (for
-# qmp() and $sock). Before each of its add_key calls of a cpu key the guest
-# pauses, and the host acts over QMP (mktme-inject-pconfig-error,
-# query-mktme):
+# own key table in the model). Before each of its add_key or update calls
+# of a cpu key the guest pauses, and the host acts over QMP
+# (mktme-inject-pconfig-error, query-mktme). The kernel tries a failing
+# PCONFIG 5 times (MKTME_PROGRAM_TRIES), and on a final failure gives the
+# packages already done their old key back (or clears the KeyID):
 #
-#   entropy  the host injects an entropy error into package 0's next
-#            PCONFIG: add_key fails with ENOKEY, keyids_in_use unchanged
-#   busy     package 0's injection was used up (one more failure there);
-#            the host injects device busy into package 1's next PCONFIG:
-#            ENOKEY again, keyids_in_use unchanged
-#   clean    package 1's injection was used up, none is left on either
-#            package: add_key succeeds, keyids_in_use + 1
-#   done     the new key's KeyID is programmed alike on both packages
+#   entropy  the host injects 5 entropy errors into package 0: add_key
+#            fails with ENOKEY, keyids_in_use unchanged
+#   busy     package 0 failed 5 times; the host injects 5 device busy into
+#            package 1: ENOKEY again, and package 0, programmed meanwhile,
+#            is cleared again: both tables agree
+#   retry    package 1 failed 5 times, the tables agree; one failure on
+#            each package: add_key succeeds on a retry
+#   update   each package failed once; 5 device busy on package 1:
+#            keyctl update fails, package 0 gets the old key back
+#   done     the key's KeyID is programmed alike on both packages
 #
 # Gives faults_line and faults_pause, for the boot's handler of hosted_run.
 
@@ -56,6 +58,18 @@ faults_line() {
 	fi
 }
 
+# faults_inject PKG COUNT STATUS: one TAP point.
+faults_inject() {
+	tap_check "faults: host: inject $2 $3 into package $1's next PCONFIGs" \
+		qmp inject "$sock" "$1" "$2" "$3"
+}
+
+# faults_agree WHEN: one TAP point, every KeyID alike in both tables.
+faults_agree() {
+	tap_check "faults: host: $1: both packages' key tables agree on every KeyID" \
+		qmp same "$sock"
+}
+
 # faults_pause NAME: the host's turn at the faults program's pause NAME.
 faults_pause() {
 	case $1 in
@@ -63,36 +77,42 @@ faults_pause() {
 		faults_snapshot
 		tap_check "faults: host: nothing injected yet (inject-remaining 0 and 0)" \
 			faults_counters 0 0
-		tap_check "faults: host: inject entropy-error into package 0's next PCONFIG" \
-			qmp inject "$sock" 0 1 entropy-error
+		faults_inject 0 5 entropy-error
 		faults_snapshot
-		tap_check "faults: host: inject-remaining 1 on package 0, 0 on package 1" \
-			faults_counters 1 0 0 0
+		tap_check "faults: host: inject-remaining 5 on package 0, 0 on package 1" \
+			faults_counters 5 0 0 0
 		;;
 	busy)
 		faults_snapshot
-		tap_check "faults: host: the failed add_key used package 0's injection (inject-remaining 0, one more failure there, none on package 1)" \
-			faults_counters 0 0 1 0
-		tap_check "faults: host: inject device-busy into package 1's next PCONFIG" \
-			qmp inject "$sock" 1 1 device-busy
-		faults_snapshot
-		tap_check "faults: host: inject-remaining 0 on package 0, 1 on package 1" \
-			faults_counters 0 1 0 0
+		tap_check "faults: host: add_key tried package 0 five times (5 more failures there, none on package 1)" \
+			faults_counters 0 0 5 0
+		faults_agree "after 5 failures on package 0"
+		faults_inject 1 5 device-busy
 		;;
-	clean)
+	retry)
 		faults_snapshot
-		tap_check "faults: host: the failed add_key used package 1's injection: inject-remaining 0 on both packages, one more failure on package 1" \
-			faults_counters 0 0 0 1
+		tap_check "faults: host: add_key tried package 1 five times (5 more failures there, none on package 0)" \
+			faults_counters 0 0 0 5
+		faults_agree "after package 1 failed and package 0 was undone"
+		faults_inject 0 1 entropy-error
+		faults_inject 1 1 device-busy
+		;;
+	update)
+		faults_snapshot
+		tap_check "faults: host: add_key retried once on each package" \
+			faults_counters 0 0 1 1
+		faults_agree "after the retried add_key"
+		faults_inject 1 5 device-busy
+		faults_snapshot
 		;;
 	done)
-		tap_check "faults: host: the new key's KeyID ${faults_keyid:-?} is programmed (direct) on package 0" \
+		tap_check "faults: host: the key's KeyID ${faults_keyid:-?} is programmed (direct) on package 0" \
 			qmp state "$sock" 0 direct "${faults_keyid:-?}"
-		tap_check "faults: host: ... and on package 1, with the same fingerprint" \
+		tap_check "faults: host: ... and on package 1, with the same fingerprint (the failed update was undone)" \
 			qmp same "$sock" "${faults_keyid:-?}"
 		faults_snapshot
-		tap_check "faults: host: no more failures, inject-remaining 0 on both packages" \
-			faults_counters 0 0 0 0
+		tap_check "faults: host: the update tried package 1 five times, nothing left to inject" \
+			faults_counters 0 0 0 5
 		;;
 	esac
 }
-

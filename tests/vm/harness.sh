@@ -17,7 +17,19 @@ deb=$(find "$top/out" -maxdepth 1 -name 'linux-image-*.deb' -printf '%T@ %p\n' |
 	sort -rn | sed -n '1s/^[^ ]* //p')
 release=$(dpkg-deb -c "$deb" | sed -n 's|.* \./boot/vmlinuz-\(.*\)$|\1|p')
 
-tap_plan 11
+# The reports of tests/host/dmesg-samples.txt, one of each class, for the
+# positive control; not the panics: a panic line on the serial console
+# stops vm/run's boot checks (vm_check_alive), which is tested below.
+controls=() seen='|'
+while IFS= read -r line; do
+	class=${line%%|*}
+	case $line in '#'* | '' | -\|* | panic\|*) continue ;; esac
+	[[ $seen != *"|$class|"* ]] || continue
+	seen+="$class|"
+	controls+=("$line")
+done <"$top/tests/host/dmesg-samples.txt"
+
+tap_plan $((11 + 3 + ${#controls[@]}))
 
 # One boot for the topology, the command line, the release and the exit
 # status: vm/run exits with the command's (here 3), after its dmesg scan.
@@ -37,6 +49,37 @@ tap_check "uname -r in the VM is $release" grep -qx "$release" "$work/topo.out"
 tap_check "lscpu shows 2 sockets" grep -qE '^Socket\(s\): +2$' "$work/topo.out"
 tap_check "lscpu shows 4 CPUs" grep -qE '^CPU\(s\): +4$' "$work/topo.out"
 tap_check "--append reaches /proc/cmdline" grep -qE '(^| )mktme_savekeys( |$)' "$work/topo.out"
+
+# The scan's positive control: the command writes the sample reports to
+# the kernel log and succeeds; vm/run must fail (status 1), name each
+# report's class and not say "no reports". One boot for all the classes.
+for c in "${controls[@]}"; do
+	# <2>: KERN_CRIT, as the kernel prints a BUG.
+	printf '<2>%s (harness positive control)\n' "${c#*|}"
+done >"$work/kmsg.txt"
+start=$SECONDS
+rc=0
+# shellcheck disable=SC2016 # for the guest's shell
+"$run" --copy "$work/kmsg.txt" -- \
+	'while IFS= read -r l; do printf "%s\n" "$l" >/dev/kmsg; done <kmsg.txt' \
+	>"$work/control.out" 2>"$work/control.err" || rc=$?
+echo "# positive control (${#controls[@]} kinds of report in dmesg): $((SECONDS - start)) s, status $rc"
+sed -n 's/^vm: /# vm: /p' "$work/control.err"
+tap_check "kernel reports in dmesg fail a command that succeeded: status 1" test "$rc" -eq 1
+tap_check "... vm/run says so" grep -q "^vm: kernel reports in the guest's dmesg:" "$work/control.err"
+tap_check "... and not \"no reports\"" bash -c "! grep -q 'kernel log: no reports' '$work/control.err'"
+# named CLASS TEXT: vm/run printed the report as "CLASS: [ time] TEXT ...".
+named() {
+	local l
+	while IFS= read -r l; do
+		[[ $l == "$1: ["*"] $2 (harness positive control)" ]] && return 0
+	done <"$work/control.err"
+	echo "no line \"$1: [...] $2 (harness positive control)\" in vm/run's report"
+	return 1
+}
+for c in "${controls[@]}"; do
+	tap_check "... names the report ${c%%|*}: ${c#*|}" named "${c%%|*}" "${c#*|}"
+done
 
 # No root file system and no init from the initrd: the kernel panics
 # ("VFS: Unable to mount root fs"), and the run must stop at once.

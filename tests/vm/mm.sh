@@ -38,7 +38,7 @@ on_guest() {
 		;;
 	pause)
 		case $2 in
-		entropy | busy | clean | done) faults_pause "$2" ;;
+		entropy | busy | retry | update | done) faults_pause "$2" ;;
 		*) hosted_ram_check mm "$2" ;;
 		esac
 		;;
@@ -55,7 +55,7 @@ fi
 # if either failed.
 # shellcheck disable=SC2016 # $rc is the guest shell's
 hosted_run mm+faults on_guest \
-	"fault cowchild cowparent mremap madvise swap migration entropy busy clean done" \
+	"fault cowchild cowparent mremap madvise swap migration entropy busy retry update done" \
 	--sockets 2 --mem 2048 --disk 256 --qmp "$sock" --copy "$work/mm" --copy "$work/faults" -- \
 	'set -e; swap=/dev/disk/by-id/virtio-scratch; udevadm settle; mkswap $swap >/dev/null; swapon $swap;
 	rc=0; ./mm || rc=1; ./faults || rc=1; exit $rc'
