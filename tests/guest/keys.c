@@ -103,6 +103,21 @@ static void add_invalid(const char *what, const char *payload)
 		drop_key(key, before);
 }
 
+/*
+ * A payload of len bytes that holds a NUL: the kernel must not read it as a
+ * C string that ends early, which would drop what follows the NUL.
+ */
+static void add_with_nul(const char *what, const char *payload, size_t len)
+{
+	long before = mktme_sysfs("keyids_in_use");
+	key_serial_t key = add_key("mktme", "nul", payload, len,
+				   KEY_SPEC_PROCESS_KEYRING);
+
+	is_errno(key, EINVAL, "add_key refuses %s: EINVAL", what);
+	if (key > 0)
+		drop_key(key, before);
+}
+
 /* A cpu key padded with spaces to len bytes. */
 static void padded(char *buf, size_t len)
 {
@@ -337,7 +352,7 @@ int main(void)
 	char big[1026];
 	size_t i;
 
-	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + 2 + 5 + 4 + 8 + 3 + 6);
+	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + 2 + 2 + 5 + 4 + 8 + 3 + 6);
 	require_mktme();
 
 	for (i = 0; i < ARRAY_SIZE(valid); i++)
@@ -348,6 +363,10 @@ int main(void)
 	add_valid("a payload of 1024 bytes", big);
 	padded(big, 1025);
 	add_invalid("a payload of 1025 bytes", big);
+	add_with_nul("a valid payload and its terminating NUL",
+		     CPU_KEY, strlen(CPU_KEY) + 1);
+	add_with_nul("no-encrypt, a NUL, then type=user",
+		     "type=no-encrypt\0type=user", 25);
 
 	test_capabilities();
 	test_read_describe();
