@@ -2,6 +2,7 @@
 #
 #   make deb      build linux-image and linux-headers .debs into out/
 #   make check    every test: host-side checks, the packages, the test VM
+#   make check-debug  the API, mm and stress tests on a KASAN/UBSAN kernel
 #   make clean    remove build/ and out/ (caches outside the clone stay)
 #
 # PROFILE=ci (default, a small guest kernel) or PROFILE=debian (Debian's
@@ -19,7 +20,7 @@ DEB_INPUTS := $(shell find patches config-fragments profiles scripts man \
 	/usr/src/linux-source-6.1.tar.xz
 DEB_STAMP := $(OUT)/.built-$(PROFILE)
 
-.PHONY: all deb deps check check-host check-packages clean config-check
+.PHONY: all deb deps check check-debug check-host check-packages clean config-check
 
 all: deb
 
@@ -47,6 +48,11 @@ config-check:
 check:
 	@scripts/install-deps check
 	@tests/run-all
+
+# Not part of "check": a second kernel build and three VM boots.
+check-debug:
+	@scripts/install-deps check
+	@PROFILE=ci tests/run-debug
 
 include vm/vm.mk
 

@@ -12,9 +12,9 @@ top=$(cd "$here/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-tap_plan 6
+tap_plan 7
 tap_check "kernel tree prepared" "$top/scripts/prepare-tree"
-for profile in ci debian series; do
+for profile in ci debug debian series; do
 	mktme_on() {
 		"$top/scripts/make-config" "$1" "$work/obj-$1" &&
 			grep -qx 'CONFIG_X86_INTEL_MKTME=y' "$work/obj-$1/.config" &&

@@ -1,0 +1,35 @@
+#!/bin/bash
+# The MKTME API programs of tests/guest (the ones debian/tests/mktme-api
+# runs: keys, mprotect, memory, exhaust, fuzz) in one boot of vm/run, their
+# TAP points relayed ("keys: ...", ...). For "make check-debug", which boots
+# the debug kernel (MKTME_VMLINUZ); "make check" runs the same programs
+# through autopkgtest instead. Needs "make deb" first.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../vm" && pwd)
+# shellcheck source=tests/tap.sh
+. "$here/../tap.sh"
+top=$(cd "$here/../.." && pwd)
+# shellcheck source=tests/vm/hosted.bash
+. "$here/hosted.bash"
+
+read -r -a programs <<<"$(make -s -C "$top/tests/guest" list)"
+
+# The API programs pause nowhere; their other lines are diagnostics.
+on_guest() {
+	:
+}
+
+copies=() run_label='' command='rc=0;'
+for p in "${programs[@]}"; do
+	tap_check "tests/guest/$p.c builds" hosted_build "$p"
+	[ -x "$work/$p" ] || {
+		tap_plan "$TAP_N"
+		exit 1
+	}
+	copies+=(--copy "$work/$p")
+	run_label+=${run_label:++}$p
+	command+=" ./$p || rc=1;"
+done
+hosted_run "$run_label" on_guest "" "${copies[@]}" -- "$command exit \$rc"
+tap_plan "$TAP_N"
+tap_done
