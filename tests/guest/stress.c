@@ -22,7 +22,13 @@
  *
  * If keyids_in_use is not back, one more point tells a lost reference from
  * pages that wait in another CPU's LRU batches: it drains them
- * (vm.compact_memory runs lru_add_drain_all()) and looks again.
+ * (vm.compact_memory runs lru_add_drain_all()) and looks again, and the
+ * KeyIDs' holders (/sys/kernel/debug/mktme/keyids) are printed.
+ *
+ * Before the race, the debugfs view is checked on one key and 4 pages of
+ * its memory: it names the key and counts the VMA and the pages while they
+ * exist, and lists nothing once they are gone; after the race, it lists
+ * nothing either.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -562,6 +568,79 @@ static int smaps_encrypted_vmas(void)
 	return count;
 }
 
+#define KEYIDS_DEBUGFS "/sys/kernel/debug/mktme/keyids"
+
+struct keyid_holders {
+	long keyid, refs, key, vmas, pages, pages_found, serial;
+	char state[16], key_state[16];
+};
+
+/*
+ * The lines of the debugfs view, into h[] (at most max); their number, or
+ * -1 when it cannot be read. Each is printed as a diagnostic when show.
+ */
+static int read_keyid_holders(struct keyid_holders *h, int max, int show)
+{
+	FILE *f = fopen(KEYIDS_DEBUGFS, "r");
+	char line[256], serial[24];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		struct keyid_holders x = { 0 };
+
+		if (show)
+			diag("  %s: %.*s", KEYIDS_DEBUGFS, (int)strcspn(line, "\n"), line);
+		if (sscanf(line, "%ld %ld %ld %ld %ld %ld %15s %23s %15s", &x.keyid,
+			   &x.refs, &x.key, &x.vmas, &x.pages, &x.pages_found,
+			   x.state, serial, x.key_state) != 9)
+			continue;
+		x.serial = strcmp(serial, "-") ? strtol(serial, NULL, 10) : 0;
+		if (n < max)
+			h[n] = x;
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * The debugfs view on one key with a VMA of 4 pages: the key's line while
+ * they exist, no line once the key is invalidated and the memory unmapped.
+ */
+static void check_holders_view(void)
+{
+	struct keyid_holders h[16];
+	key_serial_t key = mktme_add("stress-holders", CPU_KEY);
+	long keyid = -1, before = settled_keyids_in_use();
+	int n, i, seen = 0, after = -1;
+	char *p = key == -1 ? NULL : map_anon(4 * PAGE, MAP_PRIVATE);
+
+	if (p && !encrypt_mprotect(p, 4 * PAGE, RW, key)) {
+		fill(p, 4 * PAGE, 1);
+		keyid = keyid_of(p);
+	}
+	n = read_keyid_holders(h, 16, 1);
+	for (i = 0; i < n && i < 16; i++)
+		if (h[i].keyid == keyid && h[i].serial == key)
+			seen = !strcmp(h[i].state, "allocated") &&
+			       !strcmp(h[i].key_state, "live") &&
+			       h[i].key == 1 && h[i].vmas == 1 &&
+			       h[i].pages == 4 && h[i].pages_found == 4 &&
+			       h[i].refs == 6;
+	ok(seen, "debugfs: KeyID %ld held by key %d (live), 1 VMA, 4 pages, 6 references",
+	   keyid, key);
+	if (p)
+		munmap(p, 4 * PAGE);
+	if (key != -1)
+		keyctl_invalidate(key);
+	if (wait_keyids_in_use(before, 10000) == before)
+		after = read_keyid_holders(h, 16, 1);
+	ok(after == 0, "debugfs: no KeyID listed once the key and its memory are gone (%d)",
+	   after);
+}
+
 static long env_long(const char *name, long dflt)
 {
 	const char *v = getenv(name);
@@ -587,8 +666,9 @@ int main(int argc, char **argv)
 	if (nr_workers < 1 || nr_workers > MAX_THREADS || seconds < 1)
 		bail_out("usage: stress [SECONDS]; 1-%d MKTME_STRESS_THREADS",
 			 MAX_THREADS);
-	plan(1 + 4 + 3);
+	plan(1 + 2 + 4 + 4);
 	require_mktme();
+	check_holders_view();
 	before = settled_keyids_in_use();
 	diag("seed %u (MKTME_STRESS_SEED), %ld s, %d threads on %ld CPUs%s",
 	     seed, seconds, nr_workers, ncpus,
@@ -684,5 +764,8 @@ int main(int argc, char **argv)
 	   before, drained);
 	if (now != before && drained == before)
 		diag("  the KeyID was held by freed pages waiting in another CPU's LRU batch");
+	leftover = read_keyid_holders(NULL, 0, drained != before);
+	ok(leftover == (int)drained,
+	   "debugfs lists as many KeyIDs as are in use (%d, %ld)", leftover, drained);
 	return done();
 }
