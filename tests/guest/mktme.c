@@ -340,3 +340,33 @@ const char *mktme_missing(void)
 		keyctl_invalidate(key);
 	return NULL;
 }
+
+/*
+ * The lines of the debugfs view, into h[] (at most max); their number, or
+ * -1 when it cannot be read. Each is printed as a diagnostic when show.
+ */
+int read_keyid_holders(struct keyid_holders *h, int max, int show)
+{
+	FILE *f = fopen(KEYIDS_DEBUGFS, "r");
+	char line[256], serial[24];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		struct keyid_holders x = { 0 };
+
+		if (show)
+			diag("  %s: %.*s", KEYIDS_DEBUGFS, (int)strcspn(line, "\n"), line);
+		if (sscanf(line, "%ld %ld %ld %ld %ld %ld %15s %23s %15s", &x.keyid,
+			   &x.refs, &x.key, &x.vmas, &x.pages, &x.pages_found,
+			   x.state, serial, x.key_state) != 9)
+			continue;
+		x.serial = strcmp(serial, "-") ? strtol(serial, NULL, 10) : 0;
+		if (n < max)
+			h[n] = x;
+		n++;
+	}
+	fclose(f);
+	return n;
+}

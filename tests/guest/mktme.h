@@ -44,6 +44,20 @@ long wait_keyids_in_use(long want, int timeout_ms);
 /* keyids_in_use once it has not changed for a second (at most 10 s). */
 long settled_keyids_in_use(void);
 
+/* /sys/kernel/debug/mktme/keyids: who holds each KeyID in use. */
+#define KEYIDS_DEBUGFS "/sys/kernel/debug/mktme/keyids"
+
+struct keyid_holders {
+	long keyid, refs, key, vmas, pages, pages_found, serial;
+	char state[16], key_state[16];
+};
+
+/*
+ * Its lines into h[] (at most max); their number, or -1 when it cannot be
+ * read. With show, each line is printed as a diagnostic.
+ */
+int read_keyid_holders(struct keyid_holders *h, int max, int show);
+
 /*
  * The value of the "FIELD:" line of the VMA holding addr in
  * /proc/PID/smaps (pid 0: self): -1 if the VMA has no such line, -2 if no

@@ -2,7 +2,7 @@
 /*
  * Encrypted anonymous memory through the memory manager: the first faults,
  * fork and copy-on-write, mremap, MADV_DONTNEED and MADV_FREE, swap,
- * migration (move_pages, migrate_pages, compaction), KSM, THP and
+ * migration (move_pages, migrate_pages, mbind, compaction), KSM, THP and
  * khugepaged, process_vm_readv and ptrace, core dumps. Each scenario has a
  * control (no-encrypt and plain memory, or a plain region) where the
  * assertion could otherwise pass for the wrong reason.
@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
+#include <linux/mempolicy.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -53,7 +54,7 @@
 #define MREMAP_POINTS 10
 #define MADVISE_POINTS 10
 #define SWAP_POINTS 16
-#define MIGRATION_POINTS 17
+#define MIGRATION_POINTS (17 + NR_KINDS + 1)
 #define KSM_POINTS 8
 #define THP_POINTS 5
 #define PTRACE_POINTS 8
@@ -844,6 +845,32 @@ static void pfns(const struct region *r, uint64_t *pfn)
 		pfn[i] = e[i] & PM_PRESENT ? PM_PFN(e[i]) : 0;
 }
 
+/*
+ * Once the regions are unmapped (and the LRU batches drained), no VMA and
+ * no page references their KeyIDs, as the pool counts them, and no page
+ * is found with them (the keys still hold them).
+ */
+static int page_refs_settle(const struct region *rs)
+{
+	struct keyid_holders h[16];
+	int i, j, n, good = 0, want = 0;
+
+	write_file("/proc/sys/vm/compact_memory", "1");
+	n = read_keyid_holders(h, 16, 0);
+	for (i = 0; i < NR_KINDS; i++) {
+		if (rs[i].keyid <= 0)
+			continue;
+		want++;
+		for (j = 0; j < n && j < 16; j++)
+			if (h[j].keyid == rs[i].keyid && !h[j].vmas &&
+			    !h[j].pages && !h[j].pages_found)
+				good++;
+	}
+	if (good != want)
+		read_keyid_holders(NULL, 0, 1);
+	return want && good == want;
+}
+
 static void test_migration(void)
 {
 	struct region rs[NR_KINDS];
@@ -852,8 +879,8 @@ static void test_migration(void)
 	uint64_t before[NR_KINDS][MIGRATE_PAGES], after[MIGRATE_PAGES];
 	unsigned long from_mask, to_mask;
 	int first = tap_run, i, j, from, to, c, moved, err, pinned;
-	cpu_set_t old;
 	long ret;
+	cpu_set_t old;
 
 	if (!ok(access("/sys/devices/system/node/node1", F_OK) == 0,
 		"migration: two NUMA nodes (/sys/devices/system/node/node1)")) {
@@ -930,7 +957,26 @@ static void test_migration(void)
 		   "compaction %s: data intact, KeyID %ld unchanged (%d of %d pages moved)",
 		   rs[i].kind, keyid_of(rs[i].p), moved, MIGRATE_PAGES);
 	}
+
+	/*
+	 * mbind(MPOL_MF_MOVE) allocates the new pages for the VMA, so they
+	 * come with its KeyID before the copy gives them the old pages'.
+	 */
+	to_mask = 1UL << to;
+	for (i = 0; i < NR_KINDS; i++) {
+		ret = syscall(SYS_mbind, rs[i].p, rs[i].pages * PAGE, MPOL_BIND,
+			      &to_mask, 8 * sizeof(unsigned long), MPOL_MF_MOVE);
+		err = errno;
+		c = on_node(pages + i * MIGRATE_PAGES, MIGRATE_PAGES, to, status);
+		ok(ret == 0 && c == MIGRATE_PAGES && intact(&rs[i]),
+		   "mbind(MPOL_MF_MOVE) %s to node %d: returns 0 (%s), all %d pages there (%d are), data intact, KeyID %ld",
+		   rs[i].kind, to, ret ? strerror(err) : "0", MIGRATE_PAGES, c,
+		   keyid_of(rs[i].p));
+	}
 	regions_free(rs);
+	ok(page_refs_settle(rs),
+	   "migration: the regions freed, their KeyIDs' VMA and page references are gone (%s)",
+	   KEYIDS_DEBUGFS);
 	if (pinned)
 		sched_setaffinity(0, sizeof(old), &old);
 	finish(first, MIGRATION_POINTS, "migration", NULL);

@@ -568,54 +568,17 @@ static int smaps_encrypted_vmas(void)
 	return count;
 }
 
-#define KEYIDS_DEBUGFS "/sys/kernel/debug/mktme/keyids"
-
-struct keyid_holders {
-	long keyid, refs, key, vmas, pages, pages_found, serial;
-	char state[16], key_state[16];
-};
-
-/*
- * The lines of the debugfs view, into h[] (at most max); their number, or
- * -1 when it cannot be read. Each is printed as a diagnostic when show.
- */
-static int read_keyid_holders(struct keyid_holders *h, int max, int show)
-{
-	FILE *f = fopen(KEYIDS_DEBUGFS, "r");
-	char line[256], serial[24];
-	int n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		struct keyid_holders x = { 0 };
-
-		if (show)
-			diag("  %s: %.*s", KEYIDS_DEBUGFS, (int)strcspn(line, "\n"), line);
-		if (sscanf(line, "%ld %ld %ld %ld %ld %ld %15s %23s %15s", &x.keyid,
-			   &x.refs, &x.key, &x.vmas, &x.pages, &x.pages_found,
-			   x.state, serial, x.key_state) != 9)
-			continue;
-		x.serial = strcmp(serial, "-") ? strtol(serial, NULL, 10) : 0;
-		if (n < max)
-			h[n] = x;
-		n++;
-	}
-	fclose(f);
-	return n;
-}
-
 /*
  * The debugfs view on one key with a VMA of 4 pages: the key's line while
  * they exist, no line once the key is invalidated and the memory unmapped.
  */
 static void check_holders_view(void)
 {
-	struct keyid_holders h[16];
+	long before = settled_keyids_in_use(), keyid = -1, now;
 	key_serial_t key = mktme_add("stress-holders", CPU_KEY);
-	long keyid = -1, before = settled_keyids_in_use();
-	int n, i, seen = 0, after = -1;
 	char *p = key == -1 ? NULL : map_anon(4 * PAGE, MAP_PRIVATE);
+	struct keyid_holders h[16];
+	int n, i, seen = 0, after;
 
 	if (p && !encrypt_mprotect(p, 4 * PAGE, RW, key)) {
 		fill(p, 4 * PAGE, 1);
@@ -635,10 +598,11 @@ static void check_holders_view(void)
 		munmap(p, 4 * PAGE);
 	if (key != -1)
 		keyctl_invalidate(key);
-	if (wait_keyids_in_use(before, 10000) == before)
-		after = read_keyid_holders(h, 16, 1);
-	ok(after == 0, "debugfs: no KeyID listed once the key and its memory are gone (%d)",
-	   after);
+	now = wait_keyids_in_use(before, 10000);
+	after = read_keyid_holders(h, 16, 1);
+	ok(now == before && after == before,
+	   "debugfs: once the key and its memory are gone, keyids_in_use is back to %ld within 10 s (%ld) and debugfs lists as many KeyIDs (%d)",
+	   before, now, after);
 }
 
 static long env_long(const char *name, long dflt)

@@ -2,7 +2,8 @@
 # Encrypted memory through the memory manager, in one VM boot: 2 sockets
 # (2 NUMA nodes), 2 GiB, a 256 MiB virtio-blk disk as the swap device, and
 # tests/guest/mm in it (first faults, fork and COW, mremap, MADV_DONTNEED
-# and MADV_FREE, swap, migration, compaction, KSM, THP, process_vm_readv
+# and MADV_FREE, swap, migration (move_pages, migrate_pages, mbind with
+# MPOL_MF_MOVE), compaction, KSM, THP, process_vm_readv
 # and ptrace, core dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
 # tests/run-all counts each of them.
 # After writing the data of a scenario (first faults, the child's and the
