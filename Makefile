@@ -3,6 +3,7 @@
 #   make deb      build linux-image and linux-headers .debs into out/
 #   make check    every test: host-side checks, the packages, the test VM
 #   make check-debug  the API, mm and stress tests on a KASAN/UBSAN kernel
+#   make check-keyutils  keyutils' upstream test suite in the VM
 #   make clean    remove build/ and out/ (caches outside the clone stay)
 #
 # PROFILE=ci (default, a small guest kernel) or PROFILE=debian (Debian's
@@ -20,7 +21,7 @@ DEB_INPUTS := $(shell find patches config-fragments profiles scripts man \
 	/usr/src/linux-source-6.1.tar.xz
 DEB_STAMP := $(OUT)/.built-$(PROFILE)
 
-.PHONY: all deb deps check check-debug check-host check-packages clean config-check
+.PHONY: all deb deps check check-debug check-keyutils check-host check-packages clean config-check
 
 all: deb
 
@@ -53,6 +54,10 @@ check:
 check-debug:
 	@scripts/install-deps check
 	@PROFILE=ci tests/run-debug
+
+check-keyutils: $(DEB_STAMP)
+	@scripts/install-deps check
+	@PROFILE=ci tests/suites/keyutils.sh
 
 include vm/vm.mk
 

@@ -48,3 +48,81 @@ die() {
 obj_dir() {
 	printf '%s/obj-%s\n' "$MKTME_SRC" "$1"
 }
+
+# True when apt has a deb-src entry for Debian.
+have_deb_src() {
+	# shellcheck disable=SC2016 # apt's own $(FIELD) syntax
+	apt-get indextargets --format '$(CREATED_BY)' 2>/dev/null | grep -qx 'Sources'
+}
+
+# Write a deb822 file with a deb-src stanza for each enabled Debian "deb"
+# stanza (URIs, Suites, Components, Signed-By copied as they are), so that
+# no mirror name is ever written into this repository.
+write_deb_src() {
+	local out=/etc/apt/sources.list.d/linux-mktme-src.sources codename f
+	# shellcheck disable=SC1091
+	codename=$(. /etc/os-release && printf '%s' "$VERSION_CODENAME")
+	: >"$out.tmp"
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -e "$f" ] || continue
+		[ "$f" = "$out" ] && continue
+		awk -v codename="$codename" '
+			function flush() {
+				if (types ~ /(^| )deb( |$)/ && enabled != "no" &&
+				    suites ~ ("(^| )" codename "([ -]|$)")) {
+					print "Types: deb-src"
+					print "URIs: " uris
+					print "Suites: " suites
+					print "Components: " comps
+					if (signed != "") print "Signed-By: " signed
+					print ""
+				}
+				types = uris = suites = comps = signed = enabled = ""
+			}
+			/^[ \t]*#/ { next }
+			/^[ \t]*$/ { flush(); next }
+			{
+				key = tolower($1); sub(/:$/, "", key)
+				val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+				if (key == "types") types = val
+				else if (key == "uris") uris = val
+				else if (key == "suites") suites = val
+				else if (key == "components") comps = val
+				else if (key == "signed-by") signed = val
+				else if (key == "enabled") enabled = tolower(val)
+			}
+			END { flush() }' "$f" >>"$out.tmp"
+	done
+	# One-line style entries in sources.list.
+	if [ -f /etc/apt/sources.list ]; then
+		awk -v codename="$codename" '
+			$1 == "deb" && $0 ~ ("[ \t]" codename "([ -]|[ \t]|$)") {
+				opts = ""
+				if ($2 ~ /^\[/) {
+					opts = $2; i = 3
+					while (opts !~ /\]$/) opts = opts " " $(i++)
+				} else i = 2
+				line = "deb-src"
+				if (opts != "") line = line " " opts
+				for (; i <= NF; i++) line = line " " $i
+				print line
+			}' /etc/apt/sources.list >"$out.list.tmp"
+		if [ -s "$out.list.tmp" ]; then
+			mv "$out.list.tmp" /etc/apt/sources.list.d/linux-mktme-src.list
+		else
+			rm -f "$out.list.tmp"
+		fi
+	fi
+	if [ -s "$out.tmp" ]; then
+		mv "$out.tmp" "$out"
+	else
+		rm -f "$out.tmp"
+	fi
+	apt-get -o DPkg::Lock::Timeout=600 update
+	have_deb_src || die "no deb-src entry could be made from the deb entries"
+}
+
+# Make sure apt can fetch Debian's sources (apt-get source), as root.
+ensure_deb_src() {
+	have_deb_src || write_deb_src
+}

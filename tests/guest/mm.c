@@ -56,6 +56,7 @@
 #define SWAP_POINTS 16
 #define MIGRATION_POINTS (17 + NR_KINDS + 1)
 #define KSM_POINTS 8
+#define KSM_STALE_POINTS 4
 #define THP_POINTS 5
 #define PTRACE_POINTS 8
 #define CORE_POINTS 7
@@ -1177,6 +1178,77 @@ restore:
 }
 
 /*
+ * KSM's unstable tree holds the pages scanned in this pass by address. A
+ * plain page a scanned into it, whose range is then encrypt_mprotect()ed
+ * and given the content of a plain page b that the same pass scans next,
+ * must not merge with b: b's KSM page would be mapped under a's KeyID.
+ * One page per batch, KSM_STALE_SLEEP ms apart, puts the change between
+ * the two scans: a pass is a batch for a, one for b, one that ends it.
+ */
+#define KSM_STALE_SLEEP 6000
+
+static void test_ksm_stale(void)
+{
+	long old_run = ksm("run"), old_scan = ksm("pages_to_scan");
+	long old_sleep = ksm("sleep_millisecs"), scans0, scans, k;
+	int first = tap_run, t, merged, moved;
+	uint64_t e[2];
+	char *a, *b;
+
+	a = map_anon(2 * PAGE, MAP_PRIVATE);
+	if (!a)
+		bail_out("mmap of 2 pages: %s", strerror(errno));
+	b = a + PAGE;
+	fill(a, PAGE, 81);
+	fill(b, PAGE, 82);
+	if (!ok(old_run >= 0 && !madvise(a, 2 * PAGE, MADV_MERGEABLE) &&
+		!ksm_set("pages_to_scan", 1) &&
+		!ksm_set("sleep_millisecs", KSM_STALE_SLEEP) && !ksm_set("run", 1),
+		"KSM stale: two plain pages, MADV_MERGEABLE, one page per batch every %d ms",
+		KSM_STALE_SLEEP)) {
+		finish(first, KSM_STALE_POINTS, "KSM stale", "no KSM (CONFIG_KSM)");
+		goto restore;
+	}
+	/*
+	 * Two passes see a's content unchanged (a page enters the unstable
+	 * tree only then); at the end of the next, the pass that inserts
+	 * a starts: a is scanned one sleep later, b two.
+	 */
+	scans0 = ksm("full_scans");
+	for (t = 0; t < 60000 && ksm("full_scans") < scans0 + 2; t += 50)
+		sleep_ms(50);
+	scans = ksm("full_scans");
+	sleep_ms(KSM_STALE_SLEEP * 3 / 2);
+	moved = !encrypt_mprotect(a, PAGE, RW, cpu_key);
+	if (moved)
+		fill(a, PAGE, 82);
+	for (t = 0; t < 60000 && ksm("full_scans") < scans + 1; t += 50)
+		sleep_ms(50);
+	ksm_set("run", 0);
+	pagemap(a, 2, e);
+	merged = (e[0] & PM_PRESENT) && (e[1] & PM_PRESENT) &&
+		 PM_PFN(e[0]) == PM_PFN(e[1]);
+	k = keyid_of(a);
+	ok(moved && ksm("full_scans") > scans,
+	   "KSM stale: a encrypt_mprotect()ed and given b's content between their scans (full scans %ld -> %ld)",
+	   scans, ksm("full_scans"));
+	ok(!merged, "KSM stale: a and b are not merged (physical pages %#llx, %#llx)",
+	   (unsigned long long)PM_PFN(e[0]), (unsigned long long)PM_PFN(e[1]));
+	ok(k > 0 && mismatch(a, PAGE, 82) == -1 && mismatch(b, PAGE, 82) == -1 &&
+	   keyid_of(b) == 0,
+	   "KSM stale: both read back b's content, a with KeyID %ld, b with 0", k);
+	finish(first, KSM_STALE_POINTS, "KSM stale", NULL);
+restore:
+	ksm_set("run", 2);
+	ksm_set("run", 0);
+	munmap(a, 2 * PAGE);
+	if (old_scan > 0)
+		ksm_set("pages_to_scan", old_scan);
+	if (old_sleep >= 0)
+		ksm_set("sleep_millisecs", old_sleep);
+}
+
+/*
  * THP and khugepaged
  */
 #define THP_DIR "/sys/kernel/mm/transparent_hugepage/"
@@ -1567,8 +1639,8 @@ int main(void)
 	long numa_balancing = read_long(nb);
 
 	plan(1 + FAULT_POINTS + COW_POINTS + MREMAP_POINTS + MADVISE_POINTS +
-	     SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + THP_POINTS +
-	     PTRACE_POINTS + CORE_POINTS);
+	     SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + KSM_STALE_POINTS +
+	     THP_POINTS + PTRACE_POINTS + CORE_POINTS);
 	require_mktme();
 	if (geteuid())
 		bail_out("mm needs root: pagemap PFNs, sysfs, core_pattern");
@@ -1587,6 +1659,7 @@ int main(void)
 	test_swap();
 	test_migration();
 	test_ksm();
+	test_ksm_stale();
 	test_thp();
 	test_ptrace();
 	test_core();

@@ -2,12 +2,18 @@
 /*
  * encrypt_mprotect(): its errors (with nothing changed by a refused call),
  * the protection it sets, the pages it discards, and how it stacks with
- * mprotect() and pkey_mprotect().
+ * mprotect() and pkey_mprotect(), and a UFFDIO_COPY that it overtakes.
  */
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mktme.h"
@@ -303,9 +309,111 @@ static void test_failure_keeps_data(void)
 		munmap(p, 2 * PAGE);
 }
 
+/* A userfaultfd for missing pages of [p, p + len), or -1. */
+static int uffd_register(void *p, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (unsigned long)p, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	int fd = syscall(SYS_userfaultfd, O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (ioctl(fd, UFFDIO_API, &api) || ioctl(fd, UFFDIO_REGISTER, &reg)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+struct uffd_copy {
+	int uffd;
+	char *dst, *src;
+	long ret;
+	int err;
+};
+
+static void *uffd_copy_thread(void *arg)
+{
+	struct uffd_copy *c = arg;
+	struct uffdio_copy copy = {
+		.dst = (unsigned long)c->dst,
+		.src = (unsigned long)c->src,
+		.len = PAGE,
+	};
+
+	c->ret = ioctl(c->uffd, UFFDIO_COPY, &copy);
+	c->err = errno;
+	return NULL;
+}
+
+/*
+ * UFFDIO_COPY from a source page that is not present fills its page after
+ * dropping mmap_lock, then installs it. A second userfaultfd holds that
+ * fill on the source's fault while the destination is encrypt_mprotect()ed:
+ * the page installed must carry the new KeyID and read back as the source.
+ */
+static void test_uffd_copy_overtaken(void)
+{
+	char *dst = map_anon(PAGE, MAP_PRIVATE);
+	char *src = map_anon(PAGE, MAP_PRIVATE);
+	char *pattern = map_anon(PAGE, MAP_PRIVATE);
+	struct uffd_copy c = { .dst = dst, .src = src, .ret = -1 };
+	struct pollfd pfd = { .events = POLLIN };
+	struct uffd_msg msg;
+	pthread_t thread;
+	int src_uffd;
+	long k;
+
+	c.uffd = uffd_register(dst, PAGE);
+	src_uffd = uffd_register(src, PAGE);
+	if (c.uffd < 0 || src_uffd < 0) {
+		for (int i = 0; i < 4; i++)
+			skip("no userfaultfd (CONFIG_USERFAULTFD)",
+			     "UFFDIO_COPY overtaken by encrypt_mprotect");
+		goto out;
+	}
+	fill(pattern, PAGE, 41);
+	pthread_create(&thread, NULL, uffd_copy_thread, &c);
+	pfd.fd = src_uffd;
+	ok(poll(&pfd, 1, 10000) == 1 &&
+	   read(src_uffd, &msg, sizeof(msg)) == sizeof(msg) &&
+	   msg.event == UFFD_EVENT_PAGEFAULT &&
+	   (msg.arg.pagefault.address & ~(PAGE - 1)) == (unsigned long)src,
+	   "UFFDIO_COPY into a plain page waits on its source's fault");
+	ok(encrypt_mprotect(dst, PAGE, RW, key) == 0,
+	   "meanwhile encrypt_mprotect of its destination");
+	{
+		struct uffdio_copy fill_src = {
+			.dst = (unsigned long)src,
+			.src = (unsigned long)pattern,
+			.len = PAGE,
+		};
+
+		if (ioctl(src_uffd, UFFDIO_COPY, &fill_src))
+			diag("UFFDIO_COPY into the source: %s", strerror(errno));
+	}
+	pthread_join(thread, NULL);
+	ok(c.ret == 0, "the UFFDIO_COPY completes: %ld (%s)", c.ret,
+	   c.ret ? strerror(c.err) : "ok");
+	k = keyid_of(dst);
+	ok(k > 0 && mismatch(dst, PAGE, 41) == -1,
+	   "the destination reads back as the source, with the key's KeyID (%ld)", k);
+out:
+	if (c.uffd >= 0)
+		close(c.uffd);
+	if (src_uffd >= 0)
+		close(src_uffd);
+	munmap(dst, PAGE);
+	munmap(src, PAGE);
+	munmap(pattern, PAGE);
+}
+
 int main(void)
 {
-	plan(1 + 4 + 6 + 7 + 5 + 6 + 4 + 6);
+	plan(1 + 4 + 6 + 7 + 5 + 6 + 4 + 6 + 4);
 	require_mktme();
 	key = mktme_add("mprotect", CPU_KEY);
 	if (key == -1)
@@ -318,6 +426,7 @@ int main(void)
 	test_prot();
 	test_pkey();
 	test_failure_keeps_data();
+	test_uffd_copy_overtaken();
 	keyctl_invalidate(key);
 	return done();
 }
