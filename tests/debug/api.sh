@@ -14,11 +14,6 @@ top=$(cd "$here/../.." && pwd)
 
 read -r -a programs <<<"$(make -s -C "$top/tests/guest" list)"
 
-# The API programs pause nowhere; their other lines are diagnostics.
-on_guest() {
-	:
-}
-
 copies=() run_label='' command='rc=0;'
 for p in "${programs[@]}"; do
 	tap_check "tests/guest/$p.c builds" hosted_build "$p"
@@ -30,6 +25,6 @@ for p in "${programs[@]}"; do
 	run_label+=${run_label:++}$p
 	command+=" ./$p || rc=1;"
 done
-hosted_run "$run_label" on_guest "" "${copies[@]}" -- "$command exit \$rc"
+hosted_run "$run_label" hosted_no_handler "" "${copies[@]}" -- "$command exit \$rc"
 tap_plan "$TAP_N"
 tap_done

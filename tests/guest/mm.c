@@ -1230,7 +1230,7 @@ static void test_ksm_stale(void)
 		 PM_PFN(e[0]) == PM_PFN(e[1]);
 	k = keyid_of(a);
 	ok(moved && ksm("full_scans") > scans,
-	   "KSM stale: a encrypt_mprotect()ed and given b's content between their scans (full scans %ld -> %ld)",
+	   "KSM stale: a encrypt_mprotect()ed and given b's content 1.5 sleeps into the pass that scans a, then b (full scans %ld -> %ld)",
 	   scans, ksm("full_scans"));
 	ok(!merged, "KSM stale: a and b are not merged (physical pages %#llx, %#llx)",
 	   (unsigned long long)PM_PFN(e[0]), (unsigned long long)PM_PFN(e[1]));

@@ -2,9 +2,10 @@
 # "make check-keyutils": keyutils' upstream test suite in the VM
 # (tests/guest/keyutils-suite.sh), from the source of the keyutils version
 # the image installs (Debian's, by apt-get source, kept in the cache; a
-# deb-src entry is added when apt has none). Its TAP points are relayed ("keyutils: ..."); vm/run must find no
-# kernel report. Needs "make deb" first. Not part of "make check": its 84
-# tests take tens of minutes under TCG.
+# deb-src entry is added when apt has none). Its TAP points are relayed
+# ("keyutils: ..."); vm/run must find no kernel report. Needs "make deb"
+# first. Not part of "make check": its 84 tests take tens of minutes under
+# TCG.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh
@@ -14,11 +15,6 @@ top=$(cd "$here/../.." && pwd)
 . "$top/scripts/lib.sh"
 # shellcheck source=tests/vm/hosted.bash
 . "$top/tests/vm/hosted.bash"
-
-# The suite pauses nowhere, and its other lines are diagnostics.
-on_guest() {
-	:
-}
 
 version=$(dpkg-query -W -f='${source:Version}' keyutils)
 cache=$MKTME_CACHE/keyutils/$version
@@ -50,7 +46,8 @@ fi
 mkdir "$work/keyutils-tests"
 cp -a "$cache/tests/." "$work/keyutils-tests/"
 cp "$top/tests/guest/keyutils-suite.sh" "$work/"
-hosted_run keyutils on_guest "" --copy "$work/keyutils-tests" --copy "$work/keyutils-suite.sh" -- \
+hosted_run keyutils hosted_no_handler "" \
+	--copy "$work/keyutils-tests" --copy "$work/keyutils-suite.sh" -- \
 	./keyutils-suite.sh /root/keyutils-tests
 tap_plan "$TAP_N"
 tap_done

@@ -61,6 +61,11 @@ hosted_run_ok() {
 		{ [ "$1" -eq 0 ] || { [ "$1" -eq 1 ] && [ $((hosted_failed + unfinished)) -gt 0 ]; }; }
 }
 
+# The HANDLER of a guest that pauses nowhere and prints only diagnostics.
+hosted_no_handler() {
+	:
+}
+
 # hosted_run LABEL HANDLER PAUSES VM_RUN_ARGS...: boot with vm/run
 # VM_RUN_ARGS (ending with "-- COMMAND"). HANDLER is called as
 # "HANDLER pause NAME" at each pause and "HANDLER line LINE" for every

@@ -1,27 +1,24 @@
 #!/bin/bash
 # The kernel's memory-management selftests (tools/testing/selftests/vm of
 # the patched tree in build/src), built here and run in one boot of
-# "vm/run --sockets 2 --mem 4096" (2 NUMA nodes, for migration and KSM's
-# NUMA tests; mremap_test maps 2 GiB): each plain, then with every private
-# anonymous mapping it makes encrypted (tests/guest/selftests-vm.sh,
-# tests/guest/encrypt_anon.c). Its TAP points
-# are relayed ("selftests-vm: ..."); vm/run must find no kernel report.
+# "vm/run --sockets 2 --mem 4096" (2 NUMA nodes, for KSM's NUMA tests;
+# mremap_test maps 2 GiB): each plain, then with every private anonymous
+# mapping it makes encrypted (tests/guest/selftests-vm.sh,
+# tests/guest/encrypt_anon.c). Its TAP points are relayed
+# ("selftests-vm: ..."); vm/run must find no kernel report.
 # Needs "make deb" first (the tree and the packages).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh
 . "$here/../tap.sh"
 top=$(cd "$here/../.." && pwd)
+# shellcheck source=scripts/lib.sh
+. "$top/scripts/lib.sh"
 # shellcheck source=tests/vm/hosted.bash
 . "$here/hosted.bash"
 
-src=$top/build/src/linux-source-6.1/tools/testing/selftests/vm
+src=$MKTME_SRC/tools/testing/selftests/vm
 st_dir=$work/selftests-vm
-
-# The selftests pause nowhere, and their other lines are diagnostics.
-on_guest() {
-	:
-}
 
 # build_selftests: the selftests into $st_dir, their log's tail on failure.
 build_selftests() {
@@ -45,7 +42,7 @@ if [ ! -x "$st_dir/userfaultfd" ] || [ ! -f "$st_dir/encrypt_anon.so" ]; then
 	tap_plan "$TAP_N"
 	exit 1
 fi
-hosted_run selftests-vm on_guest "" --sockets 2 --mem 4096 --copy "$st_dir" -- \
+hosted_run selftests-vm hosted_no_handler "" --sockets 2 --mem 4096 --copy "$st_dir" -- \
 	./selftests-vm/selftests-vm.sh /root/selftests-vm
 tap_plan "$TAP_N"
 tap_done
