@@ -3,7 +3,7 @@
  * Encrypted anonymous memory through the memory manager: the first faults,
  * fork and copy-on-write, mremap, MADV_DONTNEED and MADV_FREE, swap,
  * migration (move_pages, migrate_pages, mbind, compaction), KSM, THP and
- * khugepaged, process_vm_readv and ptrace, core dumps. Each scenario has a
+ * khugepaged, hugetlb VMAs split in two, process_vm_readv and ptrace, core dumps. Each scenario has a
  * control (no-encrypt and plain memory, or a plain region) where the
  * assertion could otherwise pass for the wrong reason.
  *
@@ -58,6 +58,7 @@
 #define KSM_POINTS 8
 #define KSM_STALE_POINTS 4
 #define THP_POINTS 5
+#define HUGETLB_POINTS 5
 #define PTRACE_POINTS 8
 #define CORE_POINTS 7
 
@@ -1633,6 +1634,59 @@ static void test_core(void)
 	finish(first, CORE_POINTS, "core dump", NULL);
 }
 
+/*
+ * hugetlb: encrypt_mprotect() refuses it, and splitting its VMA (mprotect()
+ * or munmap() of one huge page of two) keeps both halves. A split of a
+ * hugetlb VMA runs hugetlb_split(), which needs the file's i_mmap lock
+ * held for writing: with lockdep, a split that takes it too late is a
+ * kernel report that vm/run counts.
+ */
+#define HUGETLB_DIR "/sys/kernel/mm/hugepages/hugepages-2048kB/"
+
+static int hugetlb_intact(const char *first, const char *second)
+{
+	return (!first || mismatch(first, HUGE, 91) == -1) &&
+	       mismatch(second, HUGE, 92) == -1;
+}
+
+static void test_hugetlb(void)
+{
+	long old_nr = read_long(HUGETLB_DIR "nr_hugepages"), free_pages;
+	int first = tap_run, err, rc;
+	char *h;
+
+	free_pages = old_nr < 0 ? -1 :
+		     write_long(HUGETLB_DIR "nr_hugepages", old_nr + 2) ? -1 :
+		     read_long(HUGETLB_DIR "free_hugepages");
+	h = free_pages >= 2 ? mmap(NULL, 2 * HUGE, RW,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB,
+				   -1, 0) : MAP_FAILED;
+	if (!ok(h != MAP_FAILED, "hugetlb: 2 huge pages of 2 MiB reserved (%ld free) and mapped",
+		free_pages)) {
+		finish(first, HUGETLB_POINTS, "hugetlb", "no 2 MiB huge pages");
+		goto restore;
+	}
+	fill(h, HUGE, 91);
+	fill(h + HUGE, HUGE, 92);
+	rc = encrypt_mprotect(h, 2 * HUGE, RW, cpu_key);
+	err = errno;
+	ok(rc == -1 && err == EINVAL && hugetlb_intact(h, h + HUGE) &&
+	   keyid_of(h) == 0,
+	   "hugetlb: encrypt_mprotect() of a hugetlb mapping fails with EINVAL (%s) and leaves its bytes",
+	   rc ? strerror(err) : "succeeded");
+	ok(!mprotect(h + HUGE, HUGE, PROT_READ),
+	   "hugetlb: mprotect() of the second huge page alone splits the VMA");
+	ok(hugetlb_intact(h, h + HUGE),
+	   "hugetlb: both huge pages read back after the split");
+	ok(!munmap(h, HUGE) && hugetlb_intact(NULL, h + HUGE),
+	   "hugetlb: munmap() of the first huge page alone leaves the second's bytes");
+	munmap(h + HUGE, HUGE);
+	finish(first, HUGETLB_POINTS, "hugetlb", NULL);
+restore:
+	if (old_nr >= 0)
+		write_long(HUGETLB_DIR "nr_hugepages", old_nr);
+}
+
 int main(void)
 {
 	const char *nb = "/proc/sys/kernel/numa_balancing";
@@ -1640,7 +1694,7 @@ int main(void)
 
 	plan(1 + FAULT_POINTS + COW_POINTS + MREMAP_POINTS + MADVISE_POINTS +
 	     SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + KSM_STALE_POINTS +
-	     THP_POINTS + PTRACE_POINTS + CORE_POINTS);
+	     THP_POINTS + HUGETLB_POINTS + PTRACE_POINTS + CORE_POINTS);
 	require_mktme();
 	if (geteuid())
 		bail_out("mm needs root: pagemap PFNs, sysfs, core_pattern");
@@ -1661,6 +1715,7 @@ int main(void)
 	test_ksm();
 	test_ksm_stale();
 	test_thp();
+	test_hugetlb();
 	test_ptrace();
 	test_core();
 

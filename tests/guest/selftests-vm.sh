@@ -29,11 +29,9 @@ ksft_skip=4
 # -ct (dumps pages into the kernel log, which vm/run counts as a report),
 # split_huge_page_test and khugepaged (THP, which encrypted VMAs do not get
 # yet; and split_huge_page_test maps with memalign()), migration (skips
-# all its tests with fewer than 3 CPUs; the mm test moves encrypted pages),
-# protection_keys_64 (it splits hugetlb VMAs at random, and Debian's 6.1.192
-# calls hugetlb_split() in __vma_adjust() before taking the i_mmap lock it
-# asserts: a lockdep warning in one of three runs, from the base kernel, not
-# MKTME; it comes back with the patch that fixes that).
+# all its tests with fewer than 3 CPUs; the mm test moves encrypted pages).
+# protection_keys_64 splits hugetlb VMAs at random: it found the lock order
+# of hugetlb_split() that patch 0001 fixes.
 ksm_design="by design: KSM never merges encrypted pages (the mm test's KSM points check that)"
 tests=(
 	"./map_fixed_noreplace"
@@ -53,6 +51,7 @@ tests=(
 	"./ksm_tests -Z -p 10 -z 1|$ksm_design"
 	"./ksm_tests -N -m 1|$ksm_design"
 	"./ksm_tests -N -m 0|$ksm_design"
+	"./protection_keys_64"
 	"./virtual_address_range|in one of two runs the shim saw none of its mmap() calls (not understood yet)"
 	"./va_128TBswitch"
 )
