@@ -155,10 +155,12 @@ vm_deb_release() {
 # (the autopkgtest setup script) can pick it up again with vm_load:
 #   disk.qcow2 console.log qemu.pid port [qmp.sock] [scratch.img]
 # Globals: VM_STATE VM_PORT VM_KEY, and for vm_start: VM_MEM VM_CPUS
-# VM_SOCKETS VM_QMP VM_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE VM_CACHE_MODE.
+# VM_MAXCPUS VM_SOCKETS VM_QMP VM_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE
+# VM_CACHE_MODE.
 
 VM_MEM=${VM_MEM:-2048}
 VM_CPUS=${VM_CPUS:-}
+VM_MAXCPUS=${VM_MAXCPUS:-}
 VM_SOCKETS=${VM_SOCKETS:-}
 VM_QMP=${VM_QMP:-}
 VM_DISK_MB=${VM_DISK_MB:-}
@@ -169,21 +171,60 @@ vm_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# The -smp and -numa arguments for VM_CPUS and VM_SOCKETS. Without --cpus,
-# two vCPUs for one socket: multi-threaded TCG boots the guest to ssh in
-# about half the time of one vCPU (45 s against 80 s on the 2-core
-# machine); one vCPU per socket for more sockets: four vCPUs on two host
-# cores are no faster (mm.sh: 91 s against 95 s), and the early-boot
-# livelock of vm_boot was seen with four.
+# The number of present vCPUs: VM_CPUS, or without it two vCPUs for one
+# socket: multi-threaded TCG boots the guest to ssh in about half the time
+# of one vCPU (45 s against 80 s on the 2-core machine); one vCPU per
+# socket for more sockets: four vCPUs on two host cores are no faster
+# (mm.sh: 91 s against 95 s), and the early-boot livelock of vm_boot was
+# seen with four.
+vm_topology_cpus() {
+	local sockets=${VM_SOCKETS:-1}
+	if [ -n "${VM_CPUS:-}" ]; then
+		printf '%s\n' "$VM_CPUS"
+	else
+		printf '%s\n' $((sockets > 1 ? sockets : 2))
+	fi
+}
+
+# What is wrong with VM_SOCKETS, VM_CPUS, VM_MAXCPUS and VM_MEM as a
+# topology, in one line; nothing when they make one. They are positive
+# integers (vm/run checks that).
+vm_topology_error() {
+	local sockets=${VM_SOCKETS:-1} cpus max=${VM_MAXCPUS:-}
+	cpus=$(vm_topology_cpus)
+	if [ -z "$max" ] && [ "$((cpus % sockets))" -ne 0 ]; then
+		echo "--cpus $cpus is not a multiple of --sockets $sockets"
+	elif [ -n "$max" ] && [ "$max" -lt "$cpus" ]; then
+		echo "--maxcpus $max is less than --cpus $cpus"
+	elif [ -n "$max" ] && [ "$((max % sockets))" -ne 0 ]; then
+		echo "--maxcpus $max is not a multiple of --sockets $sockets"
+	elif [ "$(((VM_MEM / sockets) * sockets))" -ne "$VM_MEM" ]; then
+		echo "--mem $VM_MEM does not split over $sockets sockets"
+	fi
+}
+
+# The -smp and -numa arguments for VM_CPUS, VM_MAXCPUS and VM_SOCKETS.
+# With VM_MAXCPUS, the VM has that many CPU slots, VM_MAXCPUS / VM_SOCKETS
+# per socket, and the first VM_CPUS of them (socket 0's first) are
+# present; the others can be hot-added (QMP device_add). Without it, every
+# slot is present: exactly the arguments from before VM_MAXCPUS existed.
 vm_topology_args() {
-	local sockets=${VM_SOCKETS:-1} cpus=${VM_CPUS:-}
-	[ -n "$cpus" ] || cpus=$((sockets > 1 ? sockets : 2))
-	[ "$((cpus % sockets))" -eq 0 ] || die "--cpus $cpus is not a multiple of --sockets $sockets"
-	printf '%s\n' -smp "cpus=$cpus,sockets=$sockets,cores=$((cpus / sockets)),threads=1"
+	local sockets=${VM_SOCKETS:-1} cpus slots err
+	cpus=$(vm_topology_cpus)
+	err=$(vm_topology_error)
+	[ -z "$err" ] || die "$err"
+	if [ -n "${VM_MAXCPUS:-}" ]; then
+		slots=$VM_MAXCPUS
+		printf '%s\n' -smp "cpus=$cpus,maxcpus=$slots,sockets=$sockets,cores=$((slots / sockets)),threads=1"
+	else
+		slots=$cpus
+		printf '%s\n' -smp "cpus=$cpus,sockets=$sockets,cores=$((slots / sockets)),threads=1"
+	fi
 	[ "$sockets" -gt 1 ] || return 0
-	# One NUMA node per socket, the memory split evenly.
-	local n per=$((VM_MEM / sockets)) per_cpu=$((cpus / sockets))
-	[ "$((per * sockets))" -eq "$VM_MEM" ] || die "--mem $VM_MEM does not split over $sockets sockets"
+	# One NUMA node per socket, with the socket's CPU slots (present or
+	# not: QEMU wants every possible CPU in a node), the memory split
+	# evenly.
+	local n per=$((VM_MEM / sockets)) per_cpu=$((slots / sockets))
 	for ((n = 0; n < sockets; n++)); do
 		printf '%s\n' -object "memory-backend-ram,id=mem$n,size=${per}M" \
 			-numa "node,nodeid=$n,memdev=mem$n,cpus=$((n * per_cpu))-$(((n + 1) * per_cpu - 1))"
@@ -207,7 +248,11 @@ vm_qemu() {
 # (STATE_DIR/disk.qcow2 must exist then).
 vm_start() {
 	VM_STATE=$1
-	local backing=$2 seed=${3:-} args=() qemu
+	local backing=$2 seed=${3:-} args=() qemu topology_error
+	# Checked here, before anything starts: a die in vm_topology_args
+	# below would end only the subshell of its process substitution.
+	topology_error=$(vm_topology_error)
+	[ -z "$topology_error" ] || die "$topology_error"
 	mkdir -p "$VM_STATE"
 	if [ "$backing" != - ]; then
 		qemu-img create -q -f qcow2 -F qcow2 -b "$backing" "$VM_STATE/disk.qcow2"
@@ -486,7 +531,7 @@ vm_ensure_kernel() {
 # In the default topology, whatever the caller asked for its own boot.
 vm_install_kernel() {
 	local deb=$1 imgdir=$2 tmp boot_id uname start release
-	VM_SOCKETS='' VM_CPUS='' VM_QMP='' VM_DISK_MB=''
+	VM_SOCKETS='' VM_CPUS='' VM_MAXCPUS='' VM_QMP='' VM_DISK_MB=''
 	tmp=$VM_KDIR.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"

@@ -51,7 +51,7 @@ def pattern(n):
     return bytes((i * 7 + 3 + (i >> 8)) & 0xFF for i in range(n))
 
 
-def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None):
+def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None, extra=()):
     args = [QEMU] + FIRMWARE + ["-M", "q35", "-m", "256",
             "-cpu", "max,vendor=GenuineIntel" + cpu_extra, "-smp", smp,
             "-accel", "tcg", "-display", "none", "-nodefaults",
@@ -65,7 +65,7 @@ def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None):
         args += ["-qmp", "unix:%s,server=on,wait=off" % qmp, "-S"]
     else:
         args += ["-no-reboot"]
-    return args
+    return args + list(extra)
 
 
 def guest_tap(name, prefix):
@@ -269,6 +269,37 @@ def test_two_sockets():
         stop(proc, qmp)
 
 
+def test_hotadded_cpu():
+    note("(g) a CPU hot-added with more KeyID bits (7) than the key tables "
+         "have (6, the first CPU's): PCONFIG beyond the table")
+    name = "hotcpu"
+    proc, qmp = start_held(name, smp="1,maxcpus=2,sockets=2",
+                           append="ap_keyid_bits=7 hold", extra=["-no-reboot"])
+    try:
+        qmp.cmd("device_add", driver="max-x86_64-cpu", id="hotcpu",
+                **{"socket-id": 1, "core-id": 0, "thread-id": 0,
+                   "mktme-keyid-bits": 7})
+        qmp.cmd("cont")
+        held = wait_hold(name, proc)
+        guest_tap(name, "hot-added CPU")
+        ok(held and proc.poll() is None,
+           "hot-added CPU: QEMU runs on to the guest's hold point (no abort)",
+           proc.stdout.read().decode(errors="replace") if proc.poll() is not None
+           else None)
+        if not held:
+            return
+        info = qmp.cmd("query-mktme")
+        pkg1 = info["packages"][1]
+        ok([k["keyid"] for k in pkg1["keyids"]] == list(range(1, 64)),
+           "package 1's key table has KeyIDs 1-63 (the first CPU's 6 bits)")
+        ok(keyid_entry(info, 1, 63)["state"] == "direct" and
+           pkg1["program-count"] == 1 and pkg1["fail-count"] == 0,
+           "package 1: KeyID 63 programmed, the refused KeyIDs left no trace",
+           pkg1)
+    finally:
+        stop(proc, qmp)
+
+
 def bench_ratio(name, cpu_extra):
     proc = subprocess.run(qemu_args(name, cpu_extra=cpu_extra,
                                     append="benchonly"),
@@ -340,7 +371,7 @@ def main():
         print("Bail out! openssl not installed")
         return 1
     for t in (test_kat, test_guest, test_host_ram, test_two_sockets,
-              test_bench, test_kernel):
+              test_bench, test_kernel, test_hotadded_cpu):
         try:
             t()
         except Exception as e:  # noqa: BLE001 - report, go on

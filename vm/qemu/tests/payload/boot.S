@@ -1,6 +1,7 @@
 /*
  * MKTME model test payload: multiboot entry, switch to long mode,
- * exception stubs, and catch_call() to run code that is expected to fault.
+ * exception stubs, catch_call() to run code that is expected to fault, and
+ * the start-up code of a second CPU.
  */
 #define MB_MAGIC 0x1BADB002
 #define MB_FLAGS 0x00000003
@@ -156,6 +157,54 @@ user_pconfig:
 	.byte 0x0f, 0x01, 0xc5
 	hlt
 
+/*
+ * A second CPU: ap_trampoline..ap_trampoline_end is copied to
+ * AP_TRAMPOLINE (below 1 MiB, page aligned) and started there by
+ * INIT-SIPI.  From real mode straight to long mode on the boot CPU's page
+ * tables and GDT, then ap_main() on its own stack.
+ */
+#define AP_TRAMPOLINE 0x8000
+	.code16
+	.globl ap_trampoline, ap_trampoline_end
+ap_trampoline:
+	cli
+	xor %ax, %ax
+	mov %ax, %ds
+	mov %cr4, %eax
+	or $0x20, %eax		/* PAE */
+	mov %eax, %cr4
+	mov $pml4, %eax
+	mov %eax, %cr3
+	mov $0xC0000080, %ecx	/* EFER.LME */
+	rdmsr
+	or $0x100, %eax
+	wrmsr
+	lgdtl AP_TRAMPOLINE + (ap_gdtr - ap_trampoline)
+	mov %cr0, %eax
+	or $0x80000001, %eax	/* PG, PE */
+	mov %eax, %cr0
+	ljmpl $0x08, $ap_long
+	.align 4
+ap_gdtr:
+	.word gdt_end - gdt - 1
+	.long gdt
+ap_trampoline_end:
+
+	.code64
+ap_long:
+	mov $0x10, %ax
+	mov %ax, %ds
+	mov %ax, %es
+	mov %ax, %ss
+	xor %ax, %ax
+	mov %ax, %fs
+	mov %ax, %gs
+	lea ap_stack_top(%rip), %rsp
+	call ap_main
+5:	cli
+	hlt
+	jmp 5b
+
 	.data
 	.align 8
 	.globl gdt
@@ -189,3 +238,5 @@ pd0:	.skip 4096
 	.align 16
 	.skip 65536
 boot_stack_top:
+	.skip 16384
+ap_stack_top:

@@ -7,6 +7,10 @@
  *   keyid_bits=N  expected KeyID bit count (default 6)
  *   inject        the host injected one DEVICE_BUSY on package 0
  *   bench         time accesses through KeyID 0 and KeyID 1
+ *   ap_keyid_bits=N  after the CPUID and MSR tests, instead of the others:
+ *                 start the second CPU (hot-added by the host with N KeyID
+ *                 bits, more than the boot CPU's) and check its PCONFIG
+ *                 against the key table, which has the boot CPU's KeyIDs
  *   hold          after the tests, halt and wait for the host (QMP)
  */
 #include <stddef.h>
@@ -17,6 +21,15 @@
 #define BENCH_PA	0x4000000ULL
 #define BENCH_BYTES	(4 * 1024 * 1024)
 #define PAGE		4096
+#define AP_TRAMPOLINE	0x8000ULL	/* as in boot.S */
+#define APIC_PA		0xfee00000ULL
+#define APIC_SVR	0xf0
+#define APIC_ICR_LO	0x300
+#define APIC_ICR_HI	0x310
+#define ICR_ALL_BUT_SELF (3U << 18)
+#define ICR_ASSERT	(1U << 14)
+#define ICR_INIT	(5U << 8)
+#define ICR_SIPI	(6U << 8)
 
 #define CMD_DIRECT	0
 #define CMD_RANDOM	1
@@ -36,6 +49,8 @@
 long catch_call(void (*fn)(void *), void *arg);
 void enter_user(void (*fn)(void), void *stack_top);
 void user_pconfig(void);
+void ap_main(void);
+extern char ap_trampoline[], ap_trampoline_end[];
 extern char exc_stubs[];
 extern uint64_t gdt[];
 extern uint64_t pml4[512];
@@ -197,12 +212,13 @@ static uint8_t tss[104] __attribute__((aligned(16)));
 static uint8_t ring0_stack[16384] __attribute__((aligned(16)));
 static uint8_t user_stack[4096] __attribute__((aligned(16)));
 
+static struct {
+	uint16_t limit;
+	uint64_t base;
+} __attribute__((packed)) idtr;
+
 static void setup_tables(void)
 {
-	struct {
-		uint16_t limit;
-		uint64_t base;
-	} __attribute__((packed)) idtr;
 	uint64_t base = (uint64_t)tss, stack = (uint64_t)(ring0_stack + sizeof(ring0_stack));
 	int i;
 
@@ -460,6 +476,128 @@ static void run_bench(void)
 	putc_('\n');
 }
 
+/* --- a second CPU ---------------------------------------------------------- */
+
+/*
+ * What the second CPU did: its APIC ID and KeyID bits, and the status and
+ * flags of PCONFIG for each of ap_keyids[].
+ */
+#define AP_PROGRAMS	4
+static volatile unsigned ap_keyids[AP_PROGRAMS];
+static volatile int ap_done;
+static volatile unsigned ap_apic_id, ap_bits;
+static volatile uint64_t ap_rax[AP_PROGRAMS], ap_rflags[AP_PROGRAMS];
+
+/* Runs on the second CPU (boot.S's ap_long), while the boot CPU waits */
+void ap_main(void)
+{
+	uint32_t r[4];
+	int i;
+
+	__asm__ volatile("lidt %0" : : "m"(idtr));
+	cpuid(1, 0, r);
+	ap_apic_id = r[1] >> 24;
+	ap_bits = (rdmsr(0x982) >> 32) & 0xf;
+	for (i = 0; i < AP_PROGRAMS; i++) {
+		ap_rax[i] = program(ap_keyids[i], CMD_DIRECT | ALG_XTS128, 0xa0, 0xb0);
+		ap_rflags[i] = last_rflags;
+	}
+	__asm__ volatile("" : : : "memory");
+	ap_done = 1;
+}
+
+static void apic_write(unsigned reg, uint32_t v)
+{
+	*(volatile uint32_t *)(APIC_PA + reg) = v;
+}
+
+static void spin(uint64_t cycles)
+{
+	uint64_t t0 = rdtsc();
+
+	while (rdtsc() - t0 < cycles)
+		__asm__ volatile("pause");
+}
+
+/*
+ * Start every other CPU at AP_TRAMPOLINE (INIT, then SIPI twice) and wait
+ * for ap_main() to finish, at most about ten seconds.
+ */
+static int run_ap(void)
+{
+	volatile uint8_t *dst = (volatile uint8_t *)AP_TRAMPOLINE;
+	uint64_t t0;
+	long i;
+
+	map_1g(APIC_PA & ~((1ULL << 30) - 1));
+	for (i = 0; i < ap_trampoline_end - ap_trampoline; i++)
+		dst[i] = (uint8_t)ap_trampoline[i];
+	apic_write(APIC_SVR, 0x1ff);	/* software enabled */
+	apic_write(APIC_ICR_HI, 0);
+	apic_write(APIC_ICR_LO, ICR_ALL_BUT_SELF | ICR_ASSERT | ICR_INIT);
+	spin(10000000);
+	for (i = 0; i < 2; i++) {
+		apic_write(APIC_ICR_LO, ICR_ALL_BUT_SELF | ICR_ASSERT | ICR_SIPI |
+			   (uint32_t)(AP_TRAMPOLINE >> 12));
+		spin(1000000);
+	}
+	t0 = rdtsc();
+	while (!ap_done && rdtsc() - t0 < 30000000000ULL)
+		__asm__ volatile("pause");
+	return ap_done;
+}
+
+/*
+ * The second CPU has want_bits KeyID bits, the key tables the boot CPU's
+ * table_max KeyIDs: PCONFIG there programs the table's KeyIDs and answers
+ * INVALID_KEYID beyond them, even for KeyIDs within its own bits.
+ */
+static void test_ap(unsigned want_bits, unsigned table_max)
+{
+	unsigned ap_max = (1U << want_bits) - 1;
+	int started;
+
+	ap_keyids[0] = table_max;
+	ap_keyids[1] = table_max + 1;
+	ap_keyids[2] = ap_max;
+	ap_keyids[3] = ap_max + 1;
+	started = run_ap();
+	ok(started && ap_apic_id != 0, "second CPU started");
+	ok(started && ap_bits == want_bits,
+	   "second CPU: IA32_TME_ACTIVATE has its own KeyID bits");
+	ok(started && ap_rax[0] == 0 && !(ap_rflags[0] & RFLAGS_STATUS),
+	   "second CPU: PCONFIG the key table's highest KeyID succeeds");
+	ok(started && ap_rax[1] == 3 && (ap_rflags[1] & RFLAGS_STATUS) == RFLAGS_ZF,
+	   "second CPU: PCONFIG KeyID beyond the key table, within its bits: INVALID_KEYID, ZF set");
+	ok(started && ap_rax[2] == 3 && (ap_rflags[2] & RFLAGS_STATUS) == RFLAGS_ZF,
+	   "second CPU: PCONFIG its own highest KeyID (beyond the table): INVALID_KEYID");
+	ok(started && ap_rax[3] == 3 && (ap_rflags[3] & RFLAGS_STATUS) == RFLAGS_ZF,
+	   "second CPU: PCONFIG KeyID beyond its bits: INVALID_KEYID");
+	if (!started)
+		return;
+	puts_("# second CPU: APIC ID ");
+	put_dec(ap_apic_id);
+	puts_(", ");
+	put_dec(ap_bits);
+	puts_(" KeyID bits; KeyIDs ");
+	put_dec(ap_keyids[0]);
+	puts_(", ");
+	put_dec(ap_keyids[1]);
+	puts_(", ");
+	put_dec(ap_keyids[2]);
+	puts_(", ");
+	put_dec(ap_keyids[3]);
+	puts_(": status ");
+	put_dec(ap_rax[0]);
+	puts_(", ");
+	put_dec(ap_rax[1]);
+	puts_(", ");
+	put_dec(ap_rax[2]);
+	puts_(", ");
+	put_dec(ap_rax[3]);
+	putc_('\n');
+}
+
 /* --- command line --------------------------------------------------------- */
 
 static const char *cmdline = "";
@@ -574,6 +712,11 @@ void kmain(uint32_t mb_info)
 	for (k = 1; k <= 5 && k <= max_keyid; k++)
 		map_1g((uint64_t)k << keyid_shift);
 	map_1g((uint64_t)max_keyid << keyid_shift);
+
+	if (has_word("ap_keyid_bits")) {
+		test_ap(word_value("ap_keyid_bits", 0), max_keyid);
+		goto done;
+	}
 
 	if (has_word("benchonly")) {
 		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
@@ -703,6 +846,7 @@ void kmain(uint32_t mb_info)
 	if (has_word("bench"))
 		run_bench();
 
+done:
 	puts_("1..");
 	put_dec(tests);
 	putc_('\n');
