@@ -2,7 +2,8 @@
 /*
  * Encrypted anonymous memory through the memory manager: the first faults,
  * fork and copy-on-write, mremap, MADV_DONTNEED and MADV_FREE, swap,
- * migration (move_pages, migrate_pages, mbind, compaction), KSM, THP and
+ * migration (move_pages, migrate_pages, mbind, compaction) and its race
+ * with encrypt_mprotect(), KSM, THP and
  * khugepaged, hugetlb VMAs split in two, process_vm_readv and ptrace, core dumps. Each scenario has a
  * control (no-encrypt and plain memory, or a plain region) where the
  * assertion could otherwise pass for the wrong reason.
@@ -22,6 +23,7 @@
  * goes on. Needs root.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/mempolicy.h>
@@ -59,6 +61,7 @@
 #define KSM_STALE_POINTS 4
 #define THP_POINTS 5
 #define HUGETLB_POINTS 5
+#define MIGRATION_RACE_POINTS 4
 #define PTRACE_POINTS 8
 #define CORE_POINTS 7
 
@@ -996,6 +999,120 @@ static void test_migration(void)
 }
 
 /*
+ * encrypt_mprotect() against migration that holds no mmap_lock
+ * (move_pages() migrates after dropping it): a page whose migration
+ * completes while encrypt_mprotect() has changed the VMA's KeyID but not
+ * yet zapped the range must not be mapped, even briefly, through the new
+ * KeyID while it holds data of the old one. One thread moves the pages
+ * between the nodes, one reads the first word of every page (0, or the
+ * pattern written under the current key, is right; anything else is data
+ * read through the wrong KeyID), and the main thread switches the region
+ * between two keys and writes the pattern again, for a few seconds.
+ */
+#define RACE_PAGES 64
+#define RACE_SECONDS 8
+#define RACE_STAMP 0x5241434500000000ULL
+
+struct race {
+	char *p;
+	volatile int stop;
+	long moves, passes, bad;
+	uint64_t bad_value;
+	int bad_page;
+};
+
+static void *race_mover(void *arg)
+{
+	struct race *r = arg;
+	void *pages[RACE_PAGES];
+	int nodes[RACE_PAGES], status[RACE_PAGES], i, to = 0;
+
+	for (i = 0; i < RACE_PAGES; i++)
+		pages[i] = r->p + i * PAGE;
+	while (!r->stop) {
+		to ^= 1;
+		for (i = 0; i < RACE_PAGES; i++)
+			nodes[i] = to;
+		if (sys_move_pages(RACE_PAGES, pages, nodes, status,
+				   MPOL_MF_MOVE) >= 0)
+			r->moves++;
+	}
+	return NULL;
+}
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	uint64_t v;
+	int i;
+
+	while (!r->stop) {
+		for (i = 0; i < RACE_PAGES; i++) {
+			v = *(volatile uint64_t *)(r->p + i * PAGE);
+			if (v && v != (RACE_STAMP | i) && !r->bad++) {
+				r->bad_value = v;
+				r->bad_page = i;
+			}
+		}
+		r->passes++;
+	}
+	return NULL;
+}
+
+static void test_migration_race(void)
+{
+	struct race r = { 0 };
+	key_serial_t keys[2];
+	pthread_t mover, reader;
+	long rounds = 0, failed = 0, k;
+	int first = tap_run, i, good;
+	struct timespec t0, t;
+
+	keys[0] = cpu_key;
+	keys[1] = mktme_add("mm-race", CPU_KEY);
+	r.p = map_anon(RACE_PAGES * PAGE, MAP_PRIVATE);
+	if (!ok(keys[1] != -1 && r.p &&
+		!encrypt_mprotect(r.p, RACE_PAGES * PAGE, RW, keys[0]) &&
+		access("/sys/devices/system/node/node1", F_OK) == 0,
+		"migration race: %d pages encrypted, a second key, two NUMA nodes",
+		RACE_PAGES)) {
+		finish(first, MIGRATION_RACE_POINTS, "migration race", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < RACE_PAGES; i++)
+		*(volatile uint64_t *)(r.p + i * PAGE) = RACE_STAMP | i;
+	pthread_create(&mover, NULL, race_mover, &r);
+	pthread_create(&reader, NULL, race_reader, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		if (encrypt_mprotect(r.p, RACE_PAGES * PAGE, RW, keys[++rounds & 1]))
+			failed++;
+		for (i = 0; i < RACE_PAGES; i++)
+			*(volatile uint64_t *)(r.p + i * PAGE) = RACE_STAMP | i;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < RACE_SECONDS);
+	r.stop = 1;
+	pthread_join(mover, NULL);
+	pthread_join(reader, NULL);
+	ok(!failed && rounds > 10 && r.moves > 10,
+	   "migration race: %ld encrypt_mprotect() rounds (%ld failed), %ld move_pages() calls, %ld reader passes in %d s",
+	   rounds, failed, r.moves, r.passes, RACE_SECONDS);
+	ok(!r.bad,
+	   "migration race: no read saw data through the wrong KeyID (%ld bad reads; first: page %d read %#llx)",
+	   r.bad, r.bad_page, (unsigned long long)r.bad_value);
+	k = keyid_of(r.p);
+	for (good = 1, i = 0; i < RACE_PAGES; i++)
+		good &= *(uint64_t *)(r.p + i * PAGE) == (RACE_STAMP | i);
+	ok(good && k > 0, "migration race: every page reads back its last pattern, KeyID %ld", k);
+	finish(first, MIGRATION_RACE_POINTS, "migration race", NULL);
+out:
+	if (r.p)
+		munmap(r.p, RACE_PAGES * PAGE);
+	if (keys[1] != -1)
+		keyctl_invalidate(keys[1]);
+}
+
+/*
  * KSM
  */
 #define KSM_DIR "/sys/kernel/mm/ksm/"
@@ -1702,7 +1819,7 @@ int main(void)
 	long numa_balancing = read_long(nb);
 
 	plan(1 + FAULT_POINTS + COW_POINTS + MREMAP_POINTS + MADVISE_POINTS +
-	     SWAP_POINTS + MIGRATION_POINTS + KSM_POINTS + KSM_STALE_POINTS +
+	     SWAP_POINTS + MIGRATION_POINTS + MIGRATION_RACE_POINTS + KSM_POINTS + KSM_STALE_POINTS +
 	     THP_POINTS + HUGETLB_POINTS + PTRACE_POINTS + CORE_POINTS);
 	require_mktme();
 	if (geteuid())
@@ -1721,6 +1838,7 @@ int main(void)
 	test_madvise();
 	test_swap();
 	test_migration();
+	test_migration_race();
 	test_ksm();
 	test_ksm_stale();
 	test_thp();

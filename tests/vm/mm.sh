@@ -3,8 +3,9 @@
 # (2 NUMA nodes), 2 GiB, a 256 MiB virtio-blk disk as the swap device, and
 # tests/guest/mm in it (first faults, fork and COW, mremap, MADV_DONTNEED
 # and MADV_FREE, swap, migration (move_pages, migrate_pages, mbind with
-# MPOL_MF_MOVE), compaction, KSM, THP, hugetlb VMAs split in two,
-# process_vm_readv and ptrace, core dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
+# MPOL_MF_MOVE), compaction, encrypt_mprotect() racing move_pages(), KSM,
+# THP, hugetlb VMAs split in two, process_vm_readv and ptrace, core
+# dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
 # tests/run-all counts each of them.
 # After writing the data of a scenario (first faults, the child's and the
 # parent's pages after fork, mremap, madvise, swap-in, move_pages) the
