@@ -10,6 +10,11 @@
  *                 refused (EPERM) while the key's KeyID is in use, and
  *                 works once it is released
  *     user-saved  a user key with mktme_savekeys: onlining works
+ *   hotplug hotadd        alone, on 2 sockets, 2 CPUs, 4 possible: CPUs
+ *                 hot-added by the host with another TME configuration
+ *                 are refused while KeyIDs are in use, and CPU 1, like
+ *                 the boot CPU, still comes and goes; once no KeyID is in
+ *                 use, one comes online and MKTME is disabled
  *
  * Each scenario starts with a line "scenario NAME" and leaves package 1
  * online and its keys and memory released.
@@ -234,6 +239,93 @@ static void user_key(int saved)
 	}
 }
 
+/*
+ * CPUs hot-added while KeyIDs are in use, each unlike the boot CPU in one
+ * way (the host's device_add at each pause): fewer KeyID bits in
+ * TME_ACTIVATE, no PCONFIG. On "vm/run --sockets 2 --cpus 2 --maxcpus 4",
+ * the new CPUs become CPUs 2 and 3 of package 1. (A CPU without TME at
+ * all hung the guest's bring-up of it in the model, before the kernel's
+ * check ran: not understood yet, so not tested here.)
+ */
+static const char *const hotadd_kinds[] = { "bits", "nopconfig" };
+#define NR_HOTADD 2
+#define HOTADD_POINTS (1 + 1 + 2 * NR_HOTADD + 1 + 2 + 1 + 1 + 2)
+
+/* Wait up to 30 s for CPU to appear in sysfs; its "online", or -1. */
+static long wait_cpu_present(int cpu)
+{
+	long on;
+	int t;
+
+	for (t = 0; (on = cpu_value(cpu, "online")) == -1 && t < 30000; t += 100)
+		sleep_ms(100);
+	return on;
+}
+
+static void hot_added(void)
+{
+	struct region r[2] = { { .name = "hotadd1" }, { .name = "hotadd2" } };
+	long nr = mktme_sysfs("nr_keyids"), before = settled_keyids_in_use();
+	long on, now;
+	key_serial_t key;
+	int i, err;
+
+	ok(cpu_value(1, "online") == 1 &&
+	   cpu_value(0, "topology/physical_package_id") == 0 &&
+	   cpu_value(1, "topology/physical_package_id") == 0 &&
+	   cpu_value(2, "online") == -1 && nr > 0 && before == 0,
+	   "CPUs 0-1 online on package 0, no CPU 2 yet; %ld KeyIDs, %ld in use",
+	   nr, before);
+	new_region(&r[0], CPU_KEY, 1);
+	for (i = 0; i < NR_HOTADD; i++) {
+		char pause[32];
+
+		snprintf(pause, sizeof(pause), "hotadd-%s", hotadd_kinds[i]);
+		pause_for_host("hotplug", pause);
+		on = wait_cpu_present(2 + i);
+		ok(on == 0, "%s: CPU %d appeared, offline (online %ld)", pause,
+		   2 + i, on);
+		err = cpu_set_online(2 + i, 1);
+		ok(err == EINVAL && cpu_value(2 + i, "online") == 0,
+		   "%s: CPU %d is refused while KeyID %ld is in use: %s, online %ld",
+		   pause, 2 + i, r[0].keyid, err ? strerror(err) : "write succeeded",
+		   cpu_value(2 + i, "online"));
+	}
+	/* A CPU like the boot CPU still comes and goes (the reference holds). */
+	err = cpu_set_online(1, 0);
+	if (!err)
+		err = cpu_set_online(1, 1);
+	ok(!err && cpu_value(1, "online") == 1 && mktme_sysfs("nr_keyids") == nr,
+	   "CPU 1 goes offline and online again while KeyID %ld is in use (%s), nr_keyids %ld",
+	   r[0].keyid, err ? strerror(err) : "writes ok", mktme_sysfs("nr_keyids"));
+	new_region(&r[1], CPU_KEY, 2);
+	ok(mktme_sysfs("nr_keyids") == nr && reads_back(&r[0], 1) &&
+	   reads_back(&r[1], 2),
+	   "MKTME stays: %ld KeyIDs, a new key took KeyID %ld, both regions read back on CPU 0",
+	   mktme_sysfs("nr_keyids"), r[1].keyid);
+	for (i = 0; i < 2; i++)
+		region_release(&r[i]);
+	now = wait_keyids_in_use(before, 10000);
+	ok(now == before, "munmap + invalidate: keyids_in_use back to %ld (%ld)",
+	   before, now);
+	err = cpu_set_online(1, 0);
+	if (!err)
+		err = cpu_set_online(1, 1);
+	ok(!err && cpu_value(1, "online") == 1 && mktme_sysfs("nr_keyids") == nr,
+	   "no KeyID in use: CPU 1 goes offline and online again (%s) and MKTME stays (nr_keyids %ld)",
+	   err ? strerror(err) : "writes ok", mktme_sysfs("nr_keyids"));
+	err = cpu_set_online(2, 1);
+	ok(!err && cpu_value(2, "online") == 1 && mktme_sysfs("nr_keyids") == 0,
+	   "no KeyID in use: CPU 2 comes online (%s) and MKTME is disabled (nr_keyids %ld)",
+	   err ? strerror(err) : "write ok", mktme_sysfs("nr_keyids"));
+	key = mktme_add("hotadd3", CPU_KEY);
+	err = errno;
+	ok(key == -1 && err == ENOKEY, "add_key of a cpu key fails with ENOKEY (%s)",
+	   key == -1 ? strerror(err) : "succeeded");
+	if (key != -1)
+		keyctl_invalidate(key);
+}
+
 /* The test points of a scenario, or -1 if there is no such scenario. */
 static int scenario_points(const char *name)
 {
@@ -243,6 +335,8 @@ static int scenario_points(const char *name)
 		return USER_KEY_POINTS(0);
 	if (!strcmp(name, "user-saved"))
 		return USER_KEY_POINTS(1);
+	if (!strcmp(name, "hotadd"))
+		return HOTADD_POINTS;
 	return -1;
 }
 
@@ -251,6 +345,8 @@ static void run_scenario(const char *name)
 	printf("scenario %s\n", name);
 	if (!strcmp(name, "cpu"))
 		cpu_keys();
+	else if (!strcmp(name, "hotadd"))
+		hot_added();
 	else
 		user_key(!strcmp(name, "user-saved"));
 	pin(0);
@@ -258,21 +354,25 @@ static void run_scenario(const char *name)
 
 int main(int argc, char **argv)
 {
-	int i, n, points = 2;
+	int i, n, points, hotadd = argc == 2 && !strcmp(argv[1], "hotadd");
 
+	/* hotadd has a topology of its own, and ends with MKTME disabled. */
+	points = hotadd ? 1 : 2;
 	for (i = 1; i < argc; i++) {
 		n = scenario_points(argv[i]);
-		if (n < 0)
+		if (n < 0 || (!hotadd && !strcmp(argv[i], "hotadd")))
 			break;
 		points += n;
 	}
 	if (argc < 2 || i < argc) {
-		fprintf(stderr, "usage: %s cpu|user|user-saved...\n", argv[0]);
+		fprintf(stderr, "usage: %s cpu|user|user-saved... | %s hotadd\n",
+			argv[0], argv[0]);
 		return 2;
 	}
 	plan(points);
 	require_mktme();
-	check_topology();
+	if (!hotadd)
+		check_topology();
 	for (i = 1; i < argc; i++)
 		run_scenario(argv[i]);
 	return done();

@@ -97,7 +97,7 @@ hosted_run() {
 			echo "# $program: the guest plans ${BASH_REMATCH[1]} points"
 		elif [[ $line =~ ^(not\ )?ok\ [0-9]+ ]]; then
 			hosted_relay "$program" "$line"
-		elif [[ $line =~ ^[a-z]+:\ pause\ ([a-z]+)$ ]]; then
+		elif [[ $line =~ ^[a-z]+:\ pause\ ([a-z][a-z-]*)$ ]]; then
 			echo "# $label: guest: $line"
 			hosted_pauses+=("${BASH_REMATCH[1]}")
 			pstart=$SECONDS

@@ -1,7 +1,8 @@
 #!/bin/bash
 # MKTME keys and CPU hotplug of a whole package, in two boots of
 # "vm/run --sockets 2 --cpus 4" (CPUs 0-1 on package 0, 2-3 on package 1,
-# each package with its own key table in the model). The guest half is
+# each package with its own key table in the model), and CPU hot-add in a
+# third. The guest half is
 # tests/guest/hotplug.c: one process takes package 1 offline, fills memory
 # encrypted with new keys on CPU 0, brings package 1 back online and reads
 # the memory on CPU 2 (package 1's key table), writes it there and reads
@@ -19,6 +20,14 @@
 # Boot 2, with --append mktme_savekeys:
 #   user key, saved     onlining works, the data reads back on CPU 2, and
 #                       the tables are checked as for cpu keys
+# Boot 3, "--sockets 2 --cpus 2 --maxcpus 4" (socket 1 empty):
+#   hot-added CPUs      with a cpu key in use, the host hot-adds (QMP
+#                       device_add) two CPUs into socket 1, each unlike
+#                       the boot CPU in one way: 5 KeyID bits instead of 6,
+#                       no PCONFIG; each is refused (EINVAL) and
+#                       dmesg says why, MKTME stays and CPU 1 still comes
+#                       and goes; once no KeyID is in use, the first comes
+#                       online and MKTME is disabled
 #
 # The guest's TAP points are relayed, prefixed by the boot's label; the
 # plan line comes last. About a minute per boot under TCG, mostly booting.
@@ -50,6 +59,12 @@ on_guest() {
 		;;
 	pause)
 		case $2 in
+		hotadd-*)
+			local kind=${2#hotadd-} core
+			core=$(hotadd_core "$kind")
+			tap_check "$label: host: device_add of CPU socket 1 core $core, ${hotadd_props[$kind]}" \
+				qmp hotadd "$sock" 1 "$core" "${hotadd_props[$kind]}"
+			;;
 		offline)
 			tap_check "$label: host: package 1 offline: KeyIDs ${keyids[*]} are programmed (direct) on package 0" \
 				qmp state "$sock" 0 direct "${keyids[@]}"
@@ -67,6 +82,20 @@ on_guest() {
 	esac
 }
 
+# The CPUs that hotadd hot-adds, in order, each unlike the boot CPU in one
+# way, and the core of socket 1 each goes to.
+declare -A hotadd_props=(
+	[bits]="mktme-keyid-bits=5"
+	[nopconfig]="pconfig=false"
+)
+hotadd_kinds=(bits nopconfig)
+hotadd_core() {
+	local i
+	for i in "${!hotadd_kinds[@]}"; do
+		[ "${hotadd_kinds[$i]}" != "$1" ] || echo "$i"
+	done
+}
+
 # boot LABEL PAUSES MODE [VM_RUN_OPTIONS...]: hotplug MODE in the guest,
 # then the x86/mktme lines of its dmesg ("dmesg: ...").
 boot() {
@@ -74,16 +103,20 @@ boot() {
 	local pauses=$2 mode=$3
 	shift 3
 	keyids=() dmesg_lines=()
-	hosted_run "$label" on_guest "$pauses" --sockets 2 --cpus 4 --qmp "$sock" \
+	hosted_run "$label" on_guest "$pauses" --sockets 2 --qmp "$sock" \
 		--copy "$work/hotplug" "$@" -- \
 		"./hotplug $mode; rc=\$?; dmesg | grep -a x86/mktme | sed 's/^/dmesg: /'; exit \$rc"
 }
 
+# said LINE: the guest's dmesg has the x86/mktme line LINE.
+said() {
+	printf '%s\n' "${dmesg_lines[@]}"
+	printf '%s\n' "${dmesg_lines[@]}" | grep -qF "x86/mktme: $1"
+}
+
 # refused CPU KEYID: the kernel said why CPU could not come online.
 refused() {
-	local want="CPU $1: package 1 cannot get KeyID $2: user key data not kept (mktme_savekeys)"
-	printf '%s\n' "${dmesg_lines[@]}"
-	printf '%s\n' "${dmesg_lines[@]}" | grep -qF "x86/mktme: $want"
+	said "CPU $1: package 1 cannot get KeyID $2: user key data not kept (mktme_savekeys)"
 }
 
 start=$SECONDS
@@ -93,12 +126,20 @@ if [ ! -x "$work/hotplug" ]; then
 	exit 1
 fi
 
-boot "cpu keys, user key" "offline online" "cpu user"
+boot "cpu keys, user key" "offline online" "cpu user" --cpus 4
 tap_check "user key: dmesg says why CPU 2 stayed offline (KeyID ${keyids[*]:-?})" \
 	refused 2 "${keyids[0]:-?}"
 tap_check "user key: ... and CPU 3" refused 3 "${keyids[0]:-?}"
 
-boot "user key, mktme_savekeys" "offline online" user-saved --append mktme_savekeys
-echo "# two boots in $((SECONDS - start)) s"
+boot "user key, mktme_savekeys" "offline online" user-saved --cpus 4 --append mktme_savekeys
+
+boot "hot-added CPUs" "hotadd-bits hotadd-nopconfig" hotadd --cpus 2 --maxcpus 4
+for cpu in 2 3; do
+	tap_check "hot-added CPUs: dmesg says CPU $cpu was refused for its TME configuration" \
+		said "CPU $cpu refused: its TME configuration differs from the boot CPU's while 1 KeyID(s) are in use"
+done
+tap_check "hot-added CPUs: dmesg says MKTME was disabled once no KeyID was in use" \
+	said "disabled: TME configuration differs between CPUs"
+echo "# three boots in $((SECONDS - start)) s"
 tap_plan "$TAP_N"
 tap_done

@@ -16,6 +16,11 @@ and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
         inject-remaining)
   mktme_qmp.py inject SOCKET PKG COUNT STATUS
         mktme-inject-pconfig-error (STATUS entropy-error or device-busy)
+  mktme_qmp.py hotadd SOCKET SOCKET_ID CORE_ID [PROP=VALUE...]
+        device_add of a CPU into the free slot SOCKET_ID/CORE_ID (thread
+        0) of query-hotpluggable-cpus, of the slot's CPU type, with the
+        CPU properties given (VALUE true, false, an integer or a string);
+        prints the command
 """
 
 import os
@@ -70,6 +75,33 @@ def same(sock, only):
     return 1 if bad else 0
 
 
+def prop_value(text):
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text, 0)
+    except ValueError:
+        return text
+
+
+def hotadd(sock, socket_id, core_id, props):
+    qmp = QMP(sock)
+    for slot in qmp.cmd("query-hotpluggable-cpus"):
+        where = slot["props"]
+        if (where.get("socket-id") == socket_id and where.get("core-id") == core_id
+                and where.get("thread-id", 0) == 0 and "qom-path" not in slot):
+            args = dict(where)
+            args.update(driver=slot["type"], id="hotadd-%d-%d" % (socket_id, core_id))
+            for prop in props:
+                name, _, value = prop.partition("=")
+                args[name] = prop_value(value)
+            print("device_add %s" % " ".join("%s=%s" % kv for kv in sorted(args.items())))
+            qmp.cmd("device_add", **args)
+            return 0
+    print("no free CPU slot at socket %d core %d" % (socket_id, core_id))
+    return 1
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "state":
         return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
@@ -82,6 +114,8 @@ def main(argv):
         QMP(argv[2]).cmd("mktme-inject-pconfig-error", package=int(argv[3]),
                          count=int(argv[4]), status=argv[5])
         return 0
+    if len(argv) >= 5 and argv[1] == "hotadd":
+        return hotadd(argv[2], int(argv[3]), int(argv[4]), argv[5:])
     sys.stderr.write(__doc__)
     return 2
 
