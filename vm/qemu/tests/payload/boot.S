@@ -51,8 +51,8 @@ _start:
 	lgdt gdt_ptr
 	ljmp $0x08, $long_entry
 
-	.code64
-long_entry:
+/* The 64-bit data segments of gdt, for the boot CPU and the second CPU. */
+	.macro load_data_segments
 	mov $0x10, %ax
 	mov %ax, %ds
 	mov %ax, %es
@@ -60,6 +60,11 @@ long_entry:
 	xor %ax, %ax
 	mov %ax, %fs
 	mov %ax, %gs
+	.endm
+
+	.code64
+long_entry:
+	load_data_segments
 	mov $boot_stack_top, %rsp
 	mov mb_info, %edi
 	call kmain
@@ -192,13 +197,7 @@ ap_trampoline_end:
 
 	.code64
 ap_long:
-	mov $0x10, %ax
-	mov %ax, %ds
-	mov %ax, %es
-	mov %ax, %ss
-	xor %ax, %ax
-	mov %ax, %fs
-	mov %ax, %gs
+	load_data_segments
 	lea ap_stack_top(%rip), %rsp
 	call ap_main
 5:	cli

@@ -554,8 +554,14 @@ static int run_ap(void)
  */
 static void test_ap(unsigned want_bits, unsigned table_max)
 {
+	static const char *const invalid[AP_PROGRAMS] = {
+		NULL,
+		"second CPU: PCONFIG KeyID beyond the key table, within its bits: INVALID_KEYID, ZF set",
+		"second CPU: PCONFIG its own highest KeyID (beyond the table): INVALID_KEYID",
+		"second CPU: PCONFIG KeyID beyond its bits: INVALID_KEYID",
+	};
 	unsigned ap_max = (1U << want_bits) - 1;
-	int started;
+	int started, i;
 
 	ap_keyids[0] = table_max;
 	ap_keyids[1] = table_max + 1;
@@ -567,34 +573,22 @@ static void test_ap(unsigned want_bits, unsigned table_max)
 	   "second CPU: IA32_TME_ACTIVATE has its own KeyID bits");
 	ok(started && ap_rax[0] == 0 && !(ap_rflags[0] & RFLAGS_STATUS),
 	   "second CPU: PCONFIG the key table's highest KeyID succeeds");
-	ok(started && ap_rax[1] == 3 && (ap_rflags[1] & RFLAGS_STATUS) == RFLAGS_ZF,
-	   "second CPU: PCONFIG KeyID beyond the key table, within its bits: INVALID_KEYID, ZF set");
-	ok(started && ap_rax[2] == 3 && (ap_rflags[2] & RFLAGS_STATUS) == RFLAGS_ZF,
-	   "second CPU: PCONFIG its own highest KeyID (beyond the table): INVALID_KEYID");
-	ok(started && ap_rax[3] == 3 && (ap_rflags[3] & RFLAGS_STATUS) == RFLAGS_ZF,
-	   "second CPU: PCONFIG KeyID beyond its bits: INVALID_KEYID");
+	for (i = 1; i < AP_PROGRAMS; i++)
+		ok(started && ap_rax[i] == 3 &&
+		   (ap_rflags[i] & RFLAGS_STATUS) == RFLAGS_ZF, invalid[i]);
 	if (!started)
 		return;
 	puts_("# second CPU: APIC ID ");
 	put_dec(ap_apic_id);
 	puts_(", ");
 	put_dec(ap_bits);
-	puts_(" KeyID bits; KeyIDs ");
-	put_dec(ap_keyids[0]);
-	puts_(", ");
-	put_dec(ap_keyids[1]);
-	puts_(", ");
-	put_dec(ap_keyids[2]);
-	puts_(", ");
-	put_dec(ap_keyids[3]);
-	puts_(": status ");
-	put_dec(ap_rax[0]);
-	puts_(", ");
-	put_dec(ap_rax[1]);
-	puts_(", ");
-	put_dec(ap_rax[2]);
-	puts_(", ");
-	put_dec(ap_rax[3]);
+	puts_(" KeyID bits; KeyID: status");
+	for (i = 0; i < AP_PROGRAMS; i++) {
+		puts_(i ? ", " : " ");
+		put_dec(ap_keyids[i]);
+		puts_(": ");
+		put_dec(ap_rax[i]);
+	}
 	putc_('\n');
 }
 
