@@ -1081,8 +1081,10 @@ static void test_migration_race(void)
 	}
 	for (i = 0; i < RACE_PAGES; i++)
 		*(volatile uint64_t *)(r.p + i * PAGE) = RACE_STAMP | i;
-	pthread_create(&mover, NULL, race_mover, &r);
-	pthread_create(&reader, NULL, race_reader, &r);
+	if (pthread_create(&mover, NULL, race_mover, &r))
+		bail_out("migration race: pthread_create: %s", strerror(errno));
+	if (pthread_create(&reader, NULL, race_reader, &r))
+		bail_out("migration race: pthread_create: %s", strerror(errno));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {
 		if (encrypt_mprotect(r.p, RACE_PAGES * PAGE, RW, keys[++rounds & 1]))
@@ -1094,7 +1096,8 @@ static void test_migration_race(void)
 	r.stop = 1;
 	pthread_join(mover, NULL);
 	pthread_join(reader, NULL);
-	ok(!failed && rounds > 10 && r.moves > 10,
+	/* Enough to have raced at all: 12 rounds under load, 30 idle. */
+	ok(!failed && rounds >= 5 && r.moves >= 5,
 	   "migration race: %ld encrypt_mprotect() rounds (%ld failed), %ld move_pages() calls, %ld reader passes in %d s",
 	   rounds, failed, r.moves, r.passes, RACE_SECONDS);
 	ok(!r.bad,

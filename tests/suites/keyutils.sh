@@ -1,8 +1,8 @@
 #!/bin/bash
 # "make check-keyutils": keyutils' upstream test suite in the VM
-# (tests/guest/keyutils-suite.sh), from the source of the keyutils version
-# the image installs (Debian's, by apt-get source, kept in the cache; a
-# deb-src entry is added when apt has none). Its TAP points are relayed
+# (tests/guest/keyutils-suite.sh), from the source of the host's keyutils
+# version (Debian bookworm's, as in the image; by apt-get source, kept in
+# the cache; a deb-src entry is added when apt has none). Its TAP points are relayed
 # ("keyutils: ..."); vm/run must find no kernel report. Needs "make deb"
 # first. Not part of "make check": its 84 tests take tens of minutes under
 # TCG.
