@@ -8,11 +8,10 @@
 # - by default, from the project's patch series, as in the test VM where no
 #   kernel tree exists: each patches/*.patch of the source tree that holds
 #   this script (or each *.patch of --patches DIR, or --patches FILE) with a
-#   "+++ b/Documentation/x86/mktme/..." header. The files that these patches
-#   create there (new-file hunks, "@@ -0,0 +1,N @@") are written out to a
-#   temporary directory: the N lines after the hunk header, without their
-#   leading "+". No patch tool is needed; a patch that changes an existing
-#   file there is refused (Bail out!), since nothing is applied.
+#   "+++ b/Documentation/x86/mktme/..." header. The part of each patch that
+#   touches Documentation/x86/mktme/ is applied, in the series' order, with
+#   patch(1) to an empty temporary tree; a patch that does not apply there
+#   is a Bail out!.
 # - with KSRC, a kernel source tree: KSRC/Documentation/x86/mktme/*.rst, or
 #   the FILE.rst arguments.
 #
@@ -101,77 +100,31 @@ doc_patches() {
 	done
 }
 
-# extract_new_files OUTDIR PATCH...: write each file that the patches create
-# in Documentation/x86/mktme/ to OUTDIR/NAME, and print NAME. Prints
-# "ERROR ..." and fails when a patch changes an existing file there, when
-# a file is created twice, or when a hunk is cut short. Hunk lines are
-# counted, so that a "+++ b/..." line inside a new file is just content.
-extract_new_files() {
-	local out=$1
+# doc_diff PATCH: the part of PATCH (git format) that changes files in
+# Documentation/x86/mktme/, as a diff that patch(1) applies to a tree that
+# has nothing else. A block runs from its "diff --git" line to the next one
+# or to the "-- " line of git's signature.
+doc_diff() {
+	awk '
+	/^diff --git / { keep = ($3 ~ /^a\/Documentation\/x86\/mktme\//) }
+	/^-- $/ { keep = 0 }
+	keep' "$1"
+}
+
+# apply_doc_patches TREE PATCH...: apply the Documentation/x86/mktme/ part
+# of each patch, in order, to the empty tree TREE. Prints patch(1)'s output
+# and fails when a patch does not apply (a hunk against a file that an
+# earlier patch did not create, or that does not match).
+apply_doc_patches() {
+	local tree=$1 p
 	shift
-	awk -v out="$out" '
-	function fail(msg) {
-		print "ERROR " FILENAME ":" FNR ": " msg
-		bad = 1
-	}
-	function end_hunk() {
-		if (state == "hunk") {
-			close(path)
-			if (left > 0)
-				fail(name ": the hunk ends " left " lines early")
-		}
-		state = ""
-	}
-	FNR == 1 {
-		end_hunk()
-	}
-	state == "hunk" {
-		if (left > 0 && substr($0, 1, 1) == "+") {
-			print substr($0, 2) > path
-			left--
-			next
-		}
-		if (left == 0 && $0 ~ /^\\ No newline at end of file/)
-			next
-		end_hunk()
-	}
-	state == "header" {
-		state = ""
-		if ($0 ~ /^@@ -0,0 \+1(,[0-9]+)? @@/) {
-			if (file in created) {
-				fail(name ": created twice")
-				next
-			}
-			created[file] = 1
-			left = 1
-			if (match($0, /\+1,[0-9]+/))
-				left = substr($0, RSTART + 3, RLENGTH - 3) + 0
-			path = out "/" file
-			printf "" > path
-			print file
-			if (left > 0)
-				state = "hunk"
-			else
-				close(path)
-			next
-		}
-		fail(name " is changed, not created; apply the patches to a kernel tree and pass KSRC")
-	}
-	/^\+\+\+ b\/Documentation\/x86\/mktme\// {
-		name = substr($0, 7)
-		sub(/\t.*$/, "", name)
-		file = substr(name, length("Documentation/x86/mktme/") + 1)
-		if (file == "" || file ~ /\// || file ~ /^\./) {
-			fail(name ": not a file directly in Documentation/x86/mktme/")
-			next
-		}
-		state = "header"
-		next
-	}
-	END {
-		end_hunk()
-		exit bad
-	}' "$@"
+	for p in "$@"; do
+		if ! doc_diff "$p" | patch -p1 -d "$tree" --batch --forward --quiet \
+			--no-backup-if-mismatch -r - 2>&1; then
+			echo "$p does not apply"
+			return 1
+		fi
+	done
 }
 
 if [ "$#" -gt 0 ]; then
@@ -188,17 +141,15 @@ else
 	[ "${#doc_patch_list[@]}" -gt 0 ] ||
 		bail_out "no patch in $patches creates Documentation/x86/mktme/ files"
 	echo "# documentation from ${doc_patch_list[*]}"
-	mkdir "$work/doc"
-	if ! extract_new_files "$work/doc" "${doc_patch_list[@]}" >"$work/doc.list"; then
-		sed -n 's/^ERROR /# /p' "$work/doc.list"
+	mkdir "$work/tree"
+	if ! apply_doc_patches "$work/tree" "${doc_patch_list[@]}" >"$work/patch.log"; then
+		sed 's/^/# /' "$work/patch.log"
 		bail_out "cannot take the documentation from ${doc_patch_list[*]}"
 	fi
 	files=()
-	while read -r name; do
-		case $name in
-		*.rst) files+=("$work/doc/$name") ;;
-		esac
-	done < <(sort "$work/doc.list")
+	for f in "$work"/tree/Documentation/x86/mktme/*.rst; do
+		if [ -e "$f" ]; then files+=("$f"); fi
+	done
 	[ "${#files[@]}" -gt 0 ] ||
 		bail_out "no .rst file created in Documentation/x86/mktme/ by ${doc_patch_list[*]}"
 fi
