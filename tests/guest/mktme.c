@@ -341,6 +341,22 @@ const char *mktme_missing(void)
 	return NULL;
 }
 
+int read_pte_check(struct pte_check *c)
+{
+	FILE *f = fopen(PTE_CHECK_DEBUGFS, "r");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "checked %lu mismatched %ld", &c->checked, &c->mismatched);
+	fclose(f);
+	if (n != 2) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * The lines of the debugfs view, into h[] (at most max); their number, or
  * -1 when it cannot be read. Each is printed as a diagnostic when show.

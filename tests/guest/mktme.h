@@ -44,6 +44,43 @@ long wait_keyids_in_use(long want, int timeout_ms);
 /* keyids_in_use once it has not changed for a second (at most 10 s). */
 long settled_keyids_in_use(void);
 
+/*
+ * /sys/kernel/debug/mktme/pte_check (CONFIG_X86_INTEL_MKTME_PTE_CHECK):
+ * how many user page table entries the kernel checked as it wrote them,
+ * and how many mapped their page through another KeyID than the page's.
+ */
+#define PTE_CHECK_DEBUGFS "/sys/kernel/debug/mktme/pte_check"
+
+struct pte_check {
+	unsigned long checked;
+	long mismatched;
+};
+
+/* Read it into *c: 0, or -1 (errno set) when it cannot be read. */
+int read_pte_check(struct pte_check *c);
+
+/*
+ * One TAP point: since *before, the kernel checked entries and found no
+ * mismatch. what names the work in between. Inline: TAP's counters are
+ * the calling program's (tap.h).
+ */
+static inline void ok_pte_check(const struct pte_check *before,
+				const char *what)
+{
+	struct pte_check now;
+
+	if (read_pte_check(&now)) {
+		ok(0, "PTE check: %s: %s: %s", what, PTE_CHECK_DEBUGFS,
+		   strerror(errno));
+		return;
+	}
+	ok(now.checked > before->checked &&
+	   now.mismatched == before->mismatched,
+	   "PTE check: %s: %lu user page table entries checked as written, %ld mapped their page through another KeyID",
+	   what, now.checked - before->checked,
+	   now.mismatched - before->mismatched);
+}
+
 /* /sys/kernel/debug/mktme/keyids: who holds each KeyID in use. */
 #define KEYIDS_DEBUGFS "/sys/kernel/debug/mktme/keyids"
 

@@ -60,6 +60,7 @@
 #define KSM_POINTS 8
 #define KSM_STALE_POINTS 4
 #define THP_POINTS 5
+#define THP_ZERO_POINTS 4
 #define HUGETLB_POINTS 5
 #define MIGRATION_RACE_POINTS 4
 #define PTRACE_POINTS 8
@@ -1468,6 +1469,88 @@ static void test_thp(void)
 	finish(first, THP_POINTS, "THP", NULL);
 }
 
+/* /proc/kpageflags bits (include/uapi/linux/kernel-page-flags.h). */
+#define KPF_THP 22
+#define KPF_ZERO_PAGE 24
+
+static uint64_t kpageflags(uint64_t pfn)
+{
+	uint64_t flags = 0;
+	int fd = open("/proc/kpageflags", O_RDONLY);
+
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &flags, sizeof(flags), (off_t)(pfn * sizeof(flags))) !=
+	    (ssize_t)sizeof(flags))
+		flags = 0;
+	close(fd);
+	return flags;
+}
+
+/*
+ * The huge zero page split inside encrypt_mprotect(): mlock() of a
+ * read-only THP region maps the huge zero page; encrypt_mprotect() with
+ * PROT_WRITE populates the still-locked range for writing before it
+ * zaps it, and the write fault splits the huge zero PMD into PTEs of
+ * the zero page, which must keep KeyID 0 (the zero page is the same for
+ * every KeyID only through KeyID 0). With CONFIG_X86_INTEL_MKTME_PTE_CHECK
+ * a zero-page PTE with the new KeyID is a kernel warning.
+ */
+static void test_thp_zero(void)
+{
+	const char *use_zero = THP_DIR "use_zero_page";
+	int first = tap_run, rc, err, huge_zero;
+	struct pte_check before, after;
+	char mode[128], *m, *p;
+	long old_use_zero;
+	uint64_t e = 0;
+	size_t off;
+
+	if (!read_file(THP_DIR "enabled", mode, sizeof(mode)) &&
+	    strstr(mode, "[never]")) {
+		for (rc = 0; rc < THP_ZERO_POINTS; rc++)
+			skip("THP is never: no huge zero page", "THP zero");
+		return;
+	}
+	old_use_zero = read_long(use_zero);
+	if (old_use_zero == 0)
+		write_long(use_zero, 1);
+	p = huge_aligned(&m);
+	if (mprotect(p, HUGE, PROT_READ) || madvise(p, HUGE, MADV_HUGEPAGE) ||
+	    mlock(p, HUGE))
+		bail_out("THP zero: mprotect, madvise or mlock: %s", strerror(errno));
+	huge_zero = !pagemap(p, 1, &e) && (e & PM_PRESENT) &&
+		    (kpageflags(PM_PFN(e)) & (1ULL << KPF_ZERO_PAGE | 1ULL << KPF_THP)) ==
+		    (1ULL << KPF_ZERO_PAGE | 1ULL << KPF_THP);
+	if (!ok(huge_zero,
+		"THP zero: mlock() of a read-only 2 MiB THP region maps the huge zero page (pfn %#llx)",
+		(unsigned long long)PM_PFN(e))) {
+		finish(first, THP_ZERO_POINTS, "THP zero", "no huge zero page");
+		goto out;
+	}
+	if (read_pte_check(&before))
+		before = (struct pte_check){ 0, -1 };
+	rc = encrypt_mprotect(p, HUGE, RW, cpu_key);
+	err = errno;
+	ok(rc == 0, "THP zero: encrypt_mprotect(PROT_READ | PROT_WRITE) of the locked region: %s",
+	   rc ? strerror(err) : "0");
+	if (read_pte_check(&after))
+		after = (struct pte_check){ 0, -2 };
+	for (off = 0; off < HUGE && !p[off]; off++)
+		;
+	ok(off == HUGE && keyid_of(p) > 0 && after.mismatched == before.mismatched,
+	   "THP zero: it reads as zeros (first nonzero byte at %zu of %lu), KeyID %ld, %ld PTE check mismatches",
+	   off, HUGE, keyid_of(p), after.mismatched - before.mismatched);
+	fill(p, HUGE, 93);
+	ok(mismatch(p, HUGE, 93) == -1, "THP zero: what is written then reads back");
+	finish(first, THP_ZERO_POINTS, "THP zero", NULL);
+out:
+	munlock(p, HUGE);
+	munmap(m, 3 * HUGE);
+	if (old_use_zero == 0)
+		write_long(use_zero, 0);
+}
+
 /*
  * process_vm_readv and ptrace
  */
@@ -1819,11 +1902,12 @@ restore:
 int main(void)
 {
 	const char *nb = "/proc/sys/kernel/numa_balancing";
+	struct pte_check pte_check_before;
 	long numa_balancing = read_long(nb);
 
 	plan(1 + FAULT_POINTS + COW_POINTS + MREMAP_POINTS + MADVISE_POINTS +
 	     SWAP_POINTS + MIGRATION_POINTS + MIGRATION_RACE_POINTS + KSM_POINTS + KSM_STALE_POINTS +
-	     THP_POINTS + HUGETLB_POINTS + PTRACE_POINTS + CORE_POINTS);
+	     THP_POINTS + THP_ZERO_POINTS + HUGETLB_POINTS + PTRACE_POINTS + CORE_POINTS + 1);
 	require_mktme();
 	if (geteuid())
 		bail_out("mm needs root: pagemap PFNs, sysfs, core_pattern");
@@ -1834,6 +1918,8 @@ int main(void)
 	/* Automatic NUMA balancing would move pages behind our back. */
 	if (numa_balancing > 0)
 		write_long(nb, 0);
+	if (read_pte_check(&pte_check_before))
+		pte_check_before = (struct pte_check){ 0, -1 };
 
 	test_fault();
 	test_cow();
@@ -1845,9 +1931,11 @@ int main(void)
 	test_ksm();
 	test_ksm_stale();
 	test_thp();
+	test_thp_zero();
 	test_hugetlb();
 	test_ptrace();
 	test_core();
+	ok_pte_check(&pte_check_before, "mm");
 
 	if (numa_balancing > 0)
 		write_long(nb, numa_balancing);

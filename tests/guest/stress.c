@@ -622,6 +622,7 @@ int main(int argc, char **argv)
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN), before, now, drained;
 	unsigned long ops[NR_OPS] = { 0 }, done_ops[NR_OPS] = { 0 };
 	unsigned long checks = 0, children = 0, total = 0;
+	struct pte_check pte_check_before;
 	struct timespec t0, t1;
 	pthread_t hp;
 	int i, j, leftover, last_cpu = (int)ncpus - 1;
@@ -630,9 +631,11 @@ int main(int argc, char **argv)
 	if (nr_workers < 1 || nr_workers > MAX_THREADS || seconds < 1)
 		bail_out("usage: stress [SECONDS]; 1-%d MKTME_STRESS_THREADS",
 			 MAX_THREADS);
-	plan(1 + 2 + 4 + 4);
+	plan(1 + 2 + 4 + 4 + 1);
 	require_mktme();
 	check_holders_view();
+	if (read_pte_check(&pte_check_before))
+		pte_check_before = (struct pte_check){ 0, -1 };
 	before = settled_keyids_in_use();
 	diag("seed %u (MKTME_STRESS_SEED), %ld s, %d threads on %ld CPUs%s",
 	     seed, seconds, nr_workers, ncpus,
@@ -731,5 +734,6 @@ int main(int argc, char **argv)
 	leftover = read_keyid_holders(NULL, 0, drained != before);
 	ok(leftover == (int)drained,
 	   "debugfs lists as many KeyIDs as are in use (%d, %ld)", leftover, drained);
+	ok_pte_check(&pte_check_before, "stress");
 	return done();
 }
