@@ -344,17 +344,19 @@ const char *mktme_missing(void)
 int read_pte_check(struct pte_check *c)
 {
 	FILE *f = fopen(PTE_CHECK_DEBUGFS, "r");
-	int n;
+	int n = 0;
 
-	if (!f)
-		return -1;
-	n = fscanf(f, "checked %lu mismatched %ld", &c->checked, &c->mismatched);
-	fclose(f);
-	if (n != 2) {
-		errno = EINVAL;
-		return -1;
+	if (f) {
+		n = fscanf(f, "checked %lu mismatched %ld", &c->checked,
+			   &c->mismatched);
+		fclose(f);
+		if (n != 2)
+			errno = EINVAL;
 	}
-	return 0;
+	if (n == 2)
+		return 0;
+	*c = (struct pte_check){ 0, -1 };
+	return -1;
 }
 
 /*

@@ -56,7 +56,10 @@ struct pte_check {
 	long mismatched;
 };
 
-/* Read it into *c: 0, or -1 (errno set) when it cannot be read. */
+/*
+ * Read it into *c: 0, or -1 (errno set) when it cannot be read, with *c
+ * then { 0, -1 }, which no later reading matches.
+ */
 int read_pte_check(struct pte_check *c);
 
 /*
