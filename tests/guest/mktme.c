@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers shared by the MKTME API tests; see mktme.h. */
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -99,6 +100,111 @@ void sleep_ms(int ms)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
+}
+
+static int cg_file(char *buf, size_t size, const char *path, const char *file)
+{
+	int n = snprintf(buf, size, CGROUP_ROOT "%s%s%s%s", *path ? "/" : "",
+			 path, *file ? "/" : "", file);
+
+	return n < 0 || (size_t)n >= size ? ENAMETOOLONG : 0;
+}
+
+int cg_write(const char *path, const char *file, const char *text)
+{
+	char name[256];
+	ssize_t w;
+	int fd, err;
+
+	err = cg_file(name, sizeof(name), path, file);
+	if (err)
+		return err;
+	fd = open(name, O_WRONLY);
+	if (fd < 0)
+		return errno;
+	w = write(fd, text, strlen(text));
+	err = w < 0 ? errno : (size_t)w != strlen(text) ? EIO : 0;
+	close(fd);
+	return err;
+}
+
+int cg_create(const char *path)
+{
+	char name[256], parent[256];
+	char *slash;
+	int err;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		parent[0] = '\0';
+	err = cg_write(parent, "cgroup.subtree_control", "+misc");
+	if (!err)
+		err = cg_file(name, sizeof(name), path, "");
+	if (!err && mkdir(name, 0755))
+		err = errno;
+	return err;
+}
+
+long cg_misc(const char *path, const char *file, const char *name)
+{
+	char fname[256], key[64], val[32];
+	long v = -1;
+	FILE *f;
+
+	if (cg_file(fname, sizeof(fname), path, file))
+		return -1;
+	f = fopen(fname, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %31s", key, val) == 2) {
+		if (strcmp(key, name))
+			continue;
+		v = strcmp(val, "max") ? strtol(val, NULL, 10) : LONG_MAX;
+		break;
+	}
+	fclose(f);
+	return v;
+}
+
+long cg_wait_current(const char *path, long want, int timeout_ms)
+{
+	long v;
+	int t;
+
+	for (t = 0;; t += 50) {
+		v = cg_misc(path, "misc.current", "mktme");
+		if (v == want || t >= timeout_ms)
+			return v;
+		sleep_ms(50);
+	}
+}
+
+int cg_enter(const char *path)
+{
+	return cg_write(path, "cgroup.procs", "0");
+}
+
+int cg_current(char *buf, size_t size)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::/", 4))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(buf, size, "%s", line + 4);
+		ret = 0;
+		break;
+	}
+	fclose(f);
+	return ret;
 }
 
 long wait_keyids_in_use(long want, int timeout_ms)

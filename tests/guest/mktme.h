@@ -124,6 +124,35 @@ uint64_t phys_addr(const void *p);
 
 void sleep_ms(int ms);
 
+/*
+ * cgroup v2 and its misc controller, where KeyIDs are the "mktme"
+ * resource. Paths are relative to CGROUP_ROOT; "" is the root.
+ */
+#define CGROUP_ROOT "/sys/fs/cgroup"
+
+/*
+ * Make cgroup path, with the misc controller enabled in its parent, which
+ * then can hold no process: 0, or an errno.
+ */
+int cg_create(const char *path);
+/* Write text to the file of cgroup path: 0, or its errno. */
+int cg_write(const char *path, const char *file, const char *text);
+/*
+ * In the file of cgroup path (misc.current, misc.max, misc.events,
+ * misc.capacity), the value on the line of name ("mktme", "mktme.max"):
+ * "max" is LONG_MAX; -1 if the file or the line is missing.
+ */
+long cg_misc(const char *path, const char *file, const char *name);
+/* Poll misc.current of path for up to timeout_ms until it is want. */
+long cg_wait_current(const char *path, long want, int timeout_ms);
+/* Move this process into cgroup path ("" is the root): 0, or an errno. */
+int cg_enter(const char *path);
+/*
+ * The cgroup this process is in, as cg_enter() takes it, into buf: 0, or
+ * -1 when /proc/self/cgroup has no cgroup v2 line.
+ */
+int cg_current(char *buf, size_t size);
+
 /* mmap of anonymous memory (flags MAP_PRIVATE or MAP_SHARED), NULL on failure. */
 void *map_anon(size_t len, int flags);
 void fill(void *p, size_t len, unsigned int seed);

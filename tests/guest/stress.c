@@ -29,6 +29,11 @@
  * its memory: it names the key and counts the VMA and the pages while they
  * exist, and lists nothing once they are gone; after the race, it lists
  * nothing either.
+ *
+ * The race runs in a cgroup of its own (CGROUP_ROOT/mktme-stress-PID),
+ * where the misc controller charges every KeyID its keys take: sampled
+ * during the run, misc.current must have been above 0, and it must be 0
+ * once everything is gone.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -623,15 +628,17 @@ int main(int argc, char **argv)
 	unsigned long ops[NR_OPS] = { 0 }, done_ops[NR_OPS] = { 0 };
 	unsigned long checks = 0, children = 0, total = 0;
 	struct pte_check pte_check_before;
+	char cgroup[64], home[512];
+	long charged, peak_charged = -1;
 	struct timespec t0, t1;
 	pthread_t hp;
-	int i, j, leftover, last_cpu = (int)ncpus - 1;
+	int i, j, leftover, last_cpu = (int)ncpus - 1, cg_err;
 
 	nr_workers = (int)env_long("MKTME_STRESS_THREADS", 4);
 	if (nr_workers < 1 || nr_workers > MAX_THREADS || seconds < 1)
 		bail_out("usage: stress [SECONDS]; 1-%d MKTME_STRESS_THREADS",
 			 MAX_THREADS);
-	plan(1 + 2 + 4 + 4 + 1);
+	plan(1 + 2 + 4 + 4 + 1 + 1);
 	require_mktme();
 	check_holders_view();
 	read_pte_check(&pte_check_before);
@@ -641,6 +648,14 @@ int main(int argc, char **argv)
 	     hotplug ? ", CPU hotplug of the last CPU" : "");
 	diag("keyids_in_use at the start: %ld of %ld", before,
 	     mktme_sysfs("nr_keyids"));
+
+	/* Every thread and child of the race charges its KeyIDs there. */
+	snprintf(cgroup, sizeof(cgroup), "mktme-stress-%d", (int)getpid());
+	cg_err = cg_current(home, sizeof(home)) ? ENOENT : cg_create(cgroup);
+	if (!cg_err)
+		cg_err = cg_enter(cgroup);
+	if (cg_err)
+		diag("no cgroup %s for the race: %s", cgroup, strerror(cg_err));
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < nr_workers; i++) {
@@ -655,7 +670,12 @@ int main(int argc, char **argv)
 	if (hotplug && pthread_create(&hp, NULL, hotplug_main,
 				      (void *)(intptr_t)last_cpu))
 		bail_out("pthread_create: %s", strerror(errno));
-	sleep((unsigned int)seconds);
+	for (i = 0; i < seconds * 10; i++) {
+		sleep_ms(100);
+		charged = cg_misc(cgroup, "misc.current", "mktme");
+		if (charged > peak_charged)
+			peak_charged = charged;
+	}
 	atomic_store(&stop, 1);
 	for (i = 0; i < nr_workers; i++)
 		pthread_join(workers[i].thread, NULL);
@@ -733,6 +753,19 @@ int main(int argc, char **argv)
 	leftover = read_keyid_holders(NULL, 0, drained != before);
 	ok(leftover == (int)drained,
 	   "debugfs lists as many KeyIDs as are in use (%d, %ld)", leftover, drained);
+	charged = cg_wait_current(cgroup, 0, 3000);
+	if (!cg_err)
+		cg_err = cg_enter(home);
+	if (!cg_err) {
+		char path[128];
+
+		snprintf(path, sizeof(path), CGROUP_ROOT "/%s", cgroup);
+		cg_err = rmdir(path) ? errno : 0;
+	}
+	ok(!cg_err && peak_charged > 0 && charged == 0,
+	   "cgroup %s: misc.current mktme peaked at %ld (sampled every 0.1 s), %ld at the end (%s)",
+	   cgroup, peak_charged, charged,
+	   cg_err ? strerror(cg_err) : "removed");
 	ok_pte_check(&pte_check_before, "stress");
 	return done();
 }
