@@ -1,7 +1,7 @@
 #!/bin/bash
 # The MKTME API programs of tests/guest (the ones debian/tests/mktme-api
-# runs: keys, mprotect, memory, exhaust, fuzz) in one boot of vm/run, their
-# TAP points relayed ("keys: ...", ...). For "make check-debug", which boots
+# runs: keys, mprotect, memory, exhaust, cgroup, fuzz) in one boot of vm/run,
+# their TAP points relayed ("keys: ...", ...). For "make check-debug", which boots
 # the debug kernel (MKTME_VMLINUZ); "make check" runs the same programs
 # through autopkgtest instead. Needs "make deb" first.
 set -euo pipefail

@@ -266,7 +266,9 @@ int main(void)
 	ok(v == 1, "A's keys invalidated: their charges leave P (%ld)", v);
 
 	/* An empty pool is ENOKEY, not EDQUOT, in a cgroup with no limit. */
-	err = cg_write(cg_u, "misc.max", "max");
+	err = cg_write(cg_u, "misc.max", "mktme max");
+	if (err)
+		diag("  U: misc.max \"mktme max\": %s", strerror(err));
 	ev_before = events(cg_u);
 	for (n = 0; !err && n < (int)ARRAY_SIZE(pool); n++) {
 		pool[n] = add_cpu_key("pool", n);
