@@ -632,7 +632,7 @@ int main(int argc, char **argv)
 	long charged, peak_charged = -1;
 	struct timespec t0, t1;
 	pthread_t hp;
-	int i, j, leftover, last_cpu = (int)ncpus - 1, cg_err;
+	int i, j, leftover, last_cpu = (int)ncpus - 1, cg_err, cg_made = 0;
 
 	nr_workers = (int)env_long("MKTME_STRESS_THREADS", 4);
 	if (nr_workers < 1 || nr_workers > MAX_THREADS || seconds < 1)
@@ -652,6 +652,7 @@ int main(int argc, char **argv)
 	/* Every thread and child of the race charges its KeyIDs there. */
 	snprintf(cgroup, sizeof(cgroup), "mktme-stress-%d", (int)getpid());
 	cg_err = cg_current(home, sizeof(home)) ? ENOENT : cg_create(cgroup);
+	cg_made = !cg_err;
 	if (!cg_err)
 		cg_err = cg_enter(cgroup);
 	if (cg_err)
@@ -756,11 +757,13 @@ int main(int argc, char **argv)
 	charged = cg_wait_current(cgroup, 0, 3000);
 	if (!cg_err)
 		cg_err = cg_enter(home);
-	if (!cg_err) {
+	if (cg_made) {
 		char path[128];
+		int rm_err;
 
 		snprintf(path, sizeof(path), CGROUP_ROOT "/%s", cgroup);
-		cg_err = rmdir(path) ? errno : 0;
+		rm_err = rmdir(path) ? errno : 0;
+		cg_err = cg_err ?: rm_err;
 	}
 	ok(!cg_err && peak_charged > 0 && charged == 0,
 	   "cgroup %s: misc.current mktme peaked at %ld (sampled every 0.1 s), %ld at the end (%s)",
