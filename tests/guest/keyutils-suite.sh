@@ -11,17 +11,12 @@ set -euo pipefail
 dir=$(cd "${1:?usage: keyutils-suite.sh DIR}" && pwd)
 cd "$dir"
 mapfile -t tests < <(find . -name runtest.sh -mindepth 2 -printf '%h\n' | sed 's|^\./||' | sort)
-# Tests that cannot pass on the ci kernel, and why.
+# Tests that cannot pass on the ci kernel, or not under TCG, and why.
 declare -A not_here=(
 	[features/builtin_trusted]="the ci profile builds no module signing key, so .builtin_trusted_keys is empty"
+	[features/limits]="its second half, keyctl --test limits2, makes an add_key() for every payload size up to 1030 KiB, copying about 550 GB: hours under TCG (it did not finish in 300 s, nor in 17 min); its first half runs below"
 )
-# Seconds a test may take; "keyctl --test limits" adds keys with every
-# description length up to 4096 and payloads up to 1 MiB: minutes under TCG
-# (it did not finish in 300 s).
-declare -A time_limit=(
-	[features/limits]=1800
-)
-echo "1..${#tests[@]}"
+echo "1..$((${#tests[@]} + 1))"
 n=0
 fails=0
 for t in "${tests[@]}"; do
@@ -48,4 +43,17 @@ for t in "${tests[@]}"; do
 		tail -n 5 "$dir/run.log" | sed 's/^/# /'
 	fi
 done
+# The first half of features/limits: every type name length up to 8191
+# (EINVAL from 32 on) and every description length (EINVAL from 4096 on).
+n=$((n + 1))
+start=$SECONDS
+rc=0
+(cd features/limits && keyctl session - keyctl --test limits) >"$dir/limits.log" 2>&1 </dev/null || rc=$?
+if [ "$rc" -eq 0 ]; then
+	echo "ok $n - features/limits, first half: keyctl --test limits ($((SECONDS - start)) s)"
+else
+	fails=$((fails + 1))
+	echo "not ok $n - features/limits, first half: keyctl --test limits (status $rc, $((SECONDS - start)) s)"
+	grep -v '^TEST SIZE' "$dir/limits.log" | tail -n 20 | sed 's/^/# /'
+fi
 [ "$fails" -eq 0 ]
