@@ -80,19 +80,18 @@ static int setup(void)
 static int remove_all(void)
 {
 	const char *const order[] = { cg_b, cg_a, cg_p, cg_u, cg_t, base };
-	char name[256];
 	size_t i;
-	int err = 0;
+	int err = 0, e;
 
 	if (have_home)
 		cg_enter(home);
 	for (i = 0; i < ARRAY_SIZE(order); i++) {
 		if (!order[i][0])
 			continue;
-		snprintf(name, sizeof(name), CGROUP_ROOT "/%s", order[i]);
-		if (rmdir(name) && errno != ENOENT) {
-			diag("  rmdir %s: %s", name, strerror(errno));
-			err = errno;
+		e = cg_remove(order[i]);
+		if (e && e != ENOENT) {
+			diag("  rmdir %s: %s", order[i], strerror(e));
+			err = e;
 		}
 	}
 	return err;
@@ -251,12 +250,7 @@ int main(void)
 
 	/* A cgroup with charges can go once empty; its charges stay in P. */
 	enter(cg_u);
-	{
-		char name[256];
-
-		snprintf(name, sizeof(name), CGROUP_ROOT "/%s", cg_a);
-		err = rmdir(name) ? errno : 0;
-	}
+	err = cg_remove(cg_a);
 	ok(!err && current(cg_p) == 3,
 	   "A removed with 2 KeyIDs charged: rmdir %s, P still mktme %ld",
 	   err ? strerror(err) : "succeeds", current(cg_p));

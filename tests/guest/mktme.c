@@ -182,6 +182,16 @@ long cg_wait_current(const char *path, long want, int timeout_ms)
 	}
 }
 
+int cg_remove(const char *path)
+{
+	char name[256];
+	int err = cg_file(name, sizeof(name), path, "");
+
+	if (!err && rmdir(name))
+		err = errno;
+	return err;
+}
+
 int cg_enter(const char *path)
 {
 	return cg_write(path, "cgroup.procs", "0");

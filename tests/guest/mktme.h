@@ -145,6 +145,8 @@ int cg_write(const char *path, const char *file, const char *text);
 long cg_misc(const char *path, const char *file, const char *name);
 /* Poll misc.current of path for up to timeout_ms until it is want. */
 long cg_wait_current(const char *path, long want, int timeout_ms);
+/* rmdir cgroup path: 0, or an errno. */
+int cg_remove(const char *path);
 /* Move this process into cgroup path ("" is the root): 0, or an errno. */
 int cg_enter(const char *path);
 /*

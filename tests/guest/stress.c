@@ -758,11 +758,8 @@ int main(int argc, char **argv)
 	if (!cg_err)
 		cg_err = cg_enter(home);
 	if (cg_made) {
-		char path[128];
-		int rm_err;
+		int rm_err = cg_remove(cgroup);
 
-		snprintf(path, sizeof(path), CGROUP_ROOT "/%s", cgroup);
-		rm_err = rmdir(path) ? errno : 0;
 		cg_err = cg_err ?: rm_err;
 	}
 	ok(!cg_err && peak_charged > 0 && charged == 0,
