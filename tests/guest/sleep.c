@@ -80,35 +80,36 @@ static int kmsg_has(int fd, const char *text)
 }
 
 /*
- * Hibernate as far as the freezer test; 0 or the errno. The test mode
- * applies to suspend too: it is on only for this.
+ * Write STATE to /sys/power/state with pm_test at LEVEL, so that the sleep
+ * runs only as far as that test; pm_test is "none" again afterwards (it
+ * applies to every later sleep). 0 or the errno.
  */
-static int hibernate(void)
+static int sleep_tested(const char *state, const char *level)
 {
-	int err = sysfs_write("/sys/power/pm_test", "freezer");
+	int err = sysfs_write("/sys/power/pm_test", level);
 
 	if (!err)
-		err = sysfs_write("/sys/power/state", "disk");
+		err = sysfs_write("/sys/power/state", state);
 	if (sysfs_write("/sys/power/pm_test", "none"))
 		bail_out("cannot set /sys/power/pm_test back to none");
 	return err;
 }
 
+/* Hibernation as far as the freezer test; 0 or the errno. */
+static int hibernate(void)
+{
+	return sleep_tested("disk", "freezer");
+}
+
 /*
  * Suspend to RAM as far as its core test: devices suspended, CPUs taken
  * down, the system core callbacks run (where the refusal is), and back
- * without sleeping. 0 or the errno. Without pm_test it would really sleep,
- * and nothing would wake the machine.
+ * without sleeping. Without pm_test it would really sleep, and nothing
+ * would wake the machine.
  */
 static int suspend_to_ram(void)
 {
-	int err = sysfs_write("/sys/power/pm_test", "core");
-
-	if (!err)
-		err = sysfs_write("/sys/power/state", "mem");
-	if (sysfs_write("/sys/power/pm_test", "none"))
-		bail_out("cannot set /sys/power/pm_test back to none");
-	return err;
+	return sleep_tested("mem", "core");
 }
 
 int main(void)
