@@ -13,6 +13,21 @@ MKTME_LOGS=$MKTME_BUILD/logs
 # Caches shared by every clone on this machine (ccache, QEMU, the base image).
 MKTME_CACHE=${MKTME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/linux-mktme}
 
+# The comment block at the top of the running script (after its "#!" line,
+# without shellcheck directives): its usage.
+print_help() {
+	awk 'NR == 1 { next } !/^#/ { exit } !/^# shellcheck/ { sub(/^# ?/, ""); print }' "$0"
+}
+
+# A script that sources this file first thing answers -h or --help as its
+# first argument with its usage, and does nothing else.
+case ${1-} in
+-h | --help)
+	print_help
+	exit 0
+	;;
+esac
+
 # Print one progress line, run a command with its output in a log, and on
 # failure print the log's tail and fail.
 #   run_step LABEL LOGNAME COMMAND...

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # Minimal TAP producer for the host-side tests. Source it.
 #   tap_plan N; tap_ok COND_EXIT_STATUS "description"; tap_done
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 TAP_N=0
 TAP_FAILED=0
 
