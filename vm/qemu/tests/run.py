@@ -51,8 +51,9 @@ def pattern(n):
     return bytes((i * 7 + 3 + (i >> 8)) & 0xFF for i in range(n))
 
 
-def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None, extra=()):
-    args = [QEMU] + FIRMWARE + ["-M", "q35", "-m", "256",
+def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None, extra=(),
+              mem="256"):
+    args = [QEMU] + FIRMWARE + ["-M", "q35", "-m", mem,
             "-cpu", "max,vendor=GenuineIntel" + cpu_extra, "-smp", smp,
             "-accel", "tcg", "-display", "none", "-nodefaults",
             # Keep the 64-bit PCI window below the KeyID aliases
@@ -300,6 +301,54 @@ def test_hotadded_cpu():
         stop(proc, qmp)
 
 
+def test_hotplugged_memory():
+    note("(h) a DIMM plugged after boot: each KeyID sees it, as a memory "
+         "controller encrypts whatever address a KeyID reaches")
+    for cipher in ("on", "off"):
+        name = "dimm-cipher-" + cipher
+        proc, qmp = start_held(name, cpu_extra=",mktme-cipher=" + cipher,
+                               mem="256,slots=1,maxmem=512M")
+        try:
+            qmp.cmd("object-add", **{"qom-type": "memory-backend-ram",
+                                     "id": "dimm-ram", "size": 128 << 20})
+            qmp.cmd("device_add", driver="pc-dimm", id="dimm",
+                    memdev="dimm-ram")
+            dimm = [d["data"] for d in qmp.cmd("query-memory-devices")
+                    if d["data"].get("id") == "dimm"]
+            ok(len(dimm) == 1, "cipher %s: query-memory-devices lists the "
+               "plugged DIMM" % cipher, dimm)
+            if not dimm:
+                continue
+            base = dimm[0]["addr"]
+            shift = qmp.cmd("query-mktme")["keyid-shift"]
+            if cipher == "off":
+                # Plain aliases: the same host memory as the DIMM itself.
+                hva = [qmp.hmp("gpa2hva 0x%x" % a).strip()
+                       for a in (base + 4096, (7 << shift) + base + 4096)]
+                got = [re.sub(r"^Host virtual address for 0x[0-9a-f]+ ", "", h)
+                       for h in hva]
+                ok(hva[0].startswith("Host virtual address") and
+                   got[0] == got[1],
+                   "cipher off: the DIMM and its KeyID 7 alias are the same "
+                   "host memory", hva)
+                continue
+            # I/O windows: the flat view names them.
+            tree = qmp.hmp("info mtree -f")
+            for keyid in (1, 7):
+                alias = (keyid << shift) | base
+                # The flat view's line of the range that holds the alias.
+                where = [line.strip() for line in tree.splitlines()
+                         if re.match(r"\s*([0-9a-f]+)-([0-9a-f]+) ", line) and
+                         int(line.split("-")[0], 16) <= alias + (128 << 20) - 1 and
+                         int(line.split("-")[1].split()[0], 16) >= alias]
+                ok(where and all("mktme-keyid%d" % keyid in w for w in where),
+                   "cipher on: the DIMM's KeyID %d alias at 0x%x is KeyID %d's "
+                   "window" % (keyid, alias, keyid),
+                   "\n".join(where) or "no range of the flat views holds it")
+        finally:
+            stop(proc, qmp)
+
+
 def bench_ratio(name, cpu_extra):
     proc = subprocess.run(qemu_args(name, cpu_extra=cpu_extra,
                                     append="benchonly"),
@@ -371,7 +420,8 @@ def main():
         print("Bail out! openssl not installed")
         return 1
     for t in (test_kat, test_guest, test_host_ram, test_two_sockets,
-              test_bench, test_kernel, test_hotadded_cpu):
+              test_bench, test_kernel, test_hotadded_cpu,
+              test_hotplugged_memory):
         try:
             t()
         except Exception as e:  # noqa: BLE001 - report, go on
