@@ -155,15 +155,18 @@ vm_deb_release() {
 # (the autopkgtest setup script) can pick it up again with vm_load:
 #   disk.qcow2 console.log qemu.pid port [qmp.sock] [scratch.img]
 # Globals: VM_STATE VM_PORT VM_KEY, and for vm_start: VM_MEM VM_CPUS
-# VM_MAXCPUS VM_SOCKETS VM_QMP VM_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE
+# VM_MAXCPUS VM_MAXMEM VM_SOCKETS VM_QMP VM_DISK_MB
+# VM_DMA_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE
 # VM_CACHE_MODE.
 
 VM_MEM=${VM_MEM:-2048}
 VM_CPUS=${VM_CPUS:-}
 VM_MAXCPUS=${VM_MAXCPUS:-}
+VM_MAXMEM=${VM_MAXMEM:-}
 VM_SOCKETS=${VM_SOCKETS:-}
 VM_QMP=${VM_QMP:-}
 VM_DISK_MB=${VM_DISK_MB:-}
+VM_DMA_DISK_MB=${VM_DMA_DISK_MB:-}
 VM_KERNEL='' VM_INITRD='' VM_CMDLINE=''
 VM_CACHE_MODE=unsafe
 
@@ -186,9 +189,9 @@ vm_topology_cpus() {
 	fi
 }
 
-# What is wrong with VM_SOCKETS, VM_CPUS, VM_MAXCPUS and VM_MEM as a
-# topology, in one line; nothing when they make one. They are positive
-# integers (vm/run checks that).
+# What is wrong with VM_SOCKETS, VM_CPUS, VM_MAXCPUS, VM_MEM and VM_MAXMEM
+# as a topology, in one line; nothing when they make one. They are
+# positive integers (vm/run checks that).
 vm_topology_error() {
 	local sockets=${VM_SOCKETS:-1} cpus max=${VM_MAXCPUS:-}
 	cpus=$(vm_topology_cpus)
@@ -200,6 +203,8 @@ vm_topology_error() {
 		echo "--maxcpus $max is not a multiple of --sockets $sockets"
 	elif [ "$(((VM_MEM / sockets) * sockets))" -ne "$VM_MEM" ]; then
 		echo "--mem $VM_MEM does not split over $sockets sockets"
+	elif [ -n "${VM_MAXMEM:-}" ] && [ "$VM_MAXMEM" -le "$VM_MEM" ]; then
+		echo "--maxmem $VM_MAXMEM is not more than --mem $VM_MEM"
 	fi
 }
 
@@ -265,7 +270,10 @@ vm_start() {
 	# q35 puts a 32 GiB 64-bit PCI hole above RAM, over the KeyID aliases
 	# of the MKTME model (6 KeyID bits under 40 physical address bits put
 	# KeyID 1 at 16 GiB): keep it small.
-	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -m "$VM_MEM"
+	# With VM_MAXMEM, DIMM slots: the model gives the region where DIMMs
+	# land KeyID aliases too (vm/qemu patch 7).
+	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU"
+		-m "$VM_MEM${VM_MAXMEM:+,slots=4,maxmem=${VM_MAXMEM}M}"
 		-global q35-pcihost.pci-hole64-size=1G
 		-nodefaults -display none -vga none
 		-serial "file:$VM_STATE/console.log"
@@ -286,6 +294,16 @@ vm_start() {
 		# shellcheck disable=SC2054 # commas are QEMU's
 		args+=(-drive "if=none,id=scratch,file=$VM_STATE/scratch.img,format=raw,cache=unsafe"
 			-device virtio-blk-pci,drive=scratch,serial=scratch,addr=0x10)
+	fi
+	if [ -n "$VM_DMA_DISK_MB" ]; then
+		# The same, but the device offers VIRTIO_F_ACCESS_PLATFORM (and
+		# is modern only), so the guest maps its requests with the DMA
+		# API (dma-direct, swiotlb) as it does for real PCI devices:
+		# /dev/disk/by-id/virtio-dma-scratch.
+		qemu-img create -q -f raw "$VM_STATE/dma-scratch.img" "${VM_DMA_DISK_MB}M"
+		# shellcheck disable=SC2054 # commas are QEMU's
+		args+=(-drive "if=none,id=dma-scratch,file=$VM_STATE/dma-scratch.img,format=raw,cache=unsafe"
+			-device virtio-blk-pci,drive=dma-scratch,serial=dma-scratch,addr=0x11,iommu_platform=on,disable-legacy=on)
 	fi
 	if [ -n "$VM_KERNEL" ]; then
 		args+=(-kernel "$VM_KERNEL" -initrd "$VM_INITRD" -append "$VM_CMDLINE")
@@ -532,6 +550,7 @@ vm_ensure_kernel() {
 vm_install_kernel() {
 	local deb=$1 imgdir=$2 tmp boot_id uname start release
 	VM_SOCKETS='' VM_CPUS='' VM_MAXCPUS='' VM_QMP='' VM_DISK_MB=''
+	VM_DMA_DISK_MB='' VM_MAXMEM=''
 	tmp=$VM_KDIR.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
