@@ -65,7 +65,7 @@ help_text() {
 mapfile -t numa21 < <(numa 2 1)
 mapfile -t numa22 < <(numa 2 2)
 
-tap_plan 17
+tap_plan 20
 
 # Without --maxcpus: the arguments vm/run has always given.
 tap_check "default: 2 vCPUs, 1 socket, no NUMA" \
@@ -106,4 +106,10 @@ tap_check "without --maxcpus, --cpus not a multiple of --sockets" \
 	rejected "--cpus 3 is not a multiple of --sockets 2" --sockets 2 --cpus 3
 tap_check "--mem that does not split over the sockets" \
 	rejected "--mem 2047 does not split over 2 sockets" --sockets 2 --mem 2047
+tap_check "--maxmem not more than --mem" \
+	rejected "--maxmem 2048 is not more than --mem 2048" --mem 2048 --maxmem 2048
+tap_check "--maxmem not a number" \
+	rejected "--maxmem lots: not a positive number" --maxmem lots
+tap_check "--dma-disk 0" \
+	rejected "--dma-disk 0: not a positive number" --dma-disk 0
 tap_done
