@@ -39,6 +39,21 @@ long read_long(const char *path)
 	return v;
 }
 
+long direct_map_kib(void)
+{
+	char line[128];
+	long kib, total = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "DirectMap%*[^:]: %ld kB", &kib) == 1)
+			total += kib;
+	fclose(f);
+	return total;
+}
+
 long mktme_sysfs(const char *name)
 {
 	char path[128];

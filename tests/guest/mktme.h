@@ -30,6 +30,11 @@ key_serial_t mktme_add(const char *desc, const char *payload);
 long read_long(const char *path);
 /* A value of /sys/kernel/mm/mktme/NAME, or -1. */
 long mktme_sysfs(const char *name);
+/*
+ * The kernel's direct map in kB, every KeyID's copy counted: the sum of
+ * the DirectMap lines of /proc/meminfo; -1 if unreadable.
+ */
+long direct_map_kib(void);
 /* A number in /sys/devices/system/cpu/cpuCPU/FILE, or -1. */
 long cpu_value(int cpu, const char *file);
 /* Write "0" or "1" to cpuCPU/online with write(2): 0 or its errno. */

@@ -21,10 +21,19 @@ and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
         0) of query-hotpluggable-cpus, of the slot's CPU type, with the
         CPU properties given (VALUE true, false, an integer or a string);
         prints the command
+  mktme_qmp.py dimm-add SOCKET ID MB
+        plug a pc-dimm ID of MB MiB (QMP object-add memory-backend-ram
+        ID-ram, device_add pc-dimm); prints its address and size
+  mktme_qmp.py dimm-del SOCKET ID
+        unplug pc-dimm ID (device_del, which the guest completes by
+        ejecting it through ACPI), wait up to 120 s until
+        query-memory-devices no longer lists it, then object-del its
+        backend; status 1 if it stays
 """
 
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "vm"))
@@ -102,6 +111,34 @@ def hotadd(sock, socket_id, core_id, props):
     return 1
 
 
+def dimms(qmp):
+    return {d["data"].get("id"): d["data"] for d in qmp.cmd("query-memory-devices")}
+
+
+def dimm_add(sock, name, mb):
+    qmp = QMP(sock)
+    qmp.cmd("object-add", **{"qom-type": "memory-backend-ram",
+                             "id": name + "-ram", "size": mb << 20})
+    qmp.cmd("device_add", driver="pc-dimm", id=name, memdev=name + "-ram")
+    dimm = dimms(qmp)[name]
+    print("pc-dimm %s at 0x%x, %d MiB" % (name, dimm["addr"], dimm["size"] >> 20))
+    return 0
+
+
+def dimm_del(sock, name):
+    qmp = QMP(sock)
+    qmp.cmd("device_del", id=name)
+    start = time.time()
+    while name in dimms(qmp):
+        if time.time() - start > 120:
+            print("pc-dimm %s still plugged after 120 s" % name)
+            return 1
+        time.sleep(0.5)
+    qmp.cmd("object-del", id=name + "-ram")
+    print("pc-dimm %s unplugged in %.1f s" % (name, time.time() - start))
+    return 0
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "state":
         return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
@@ -116,6 +153,10 @@ def main(argv):
         return 0
     if len(argv) >= 5 and argv[1] == "hotadd":
         return hotadd(argv[2], int(argv[3]), int(argv[4]), argv[5:])
+    if len(argv) == 5 and argv[1] == "dimm-add":
+        return dimm_add(argv[2], argv[3], int(argv[4]))
+    if len(argv) == 4 and argv[1] == "dimm-del":
+        return dimm_del(argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 
