@@ -65,7 +65,7 @@ help_text() {
 mapfile -t numa21 < <(numa 2 1)
 mapfile -t numa22 < <(numa 2 2)
 
-tap_plan 20
+tap_plan 23
 
 # Without --maxcpus: the arguments vm/run has always given.
 tap_check "default: 2 vCPUs, 1 socket, no NUMA" \
@@ -112,4 +112,10 @@ tap_check "--maxmem not a number" \
 	rejected "--maxmem lots: not a positive number" --maxmem lots
 tap_check "--dma-disk 0" \
 	rejected "--dma-disk 0: not a positive number" --dma-disk 0
+tap_check "--then without --reboot-with" \
+	rejected "--reboot-with and --then go together" --then 'uname -r'
+tap_check "--reboot-with without --then" \
+	rejected "--reboot-with and --then go together" --reboot-with 'systemctl reboot'
+tap_check "--reboot-with an empty command" \
+	rejected "--reboot-with: needs a command" --reboot-with '' --then 'uname -r'
 tap_done
