@@ -46,17 +46,10 @@ static int namespaces(char names[][32])
 
 static unsigned long ns_value(const char *ns, const char *attr)
 {
-	char path[320], buf[64] = "";
-	FILE *f;
+	char path[320], buf[64];
 
 	snprintf(path, sizeof(path), ND "/%s/%s", ns, attr);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	return strtoul(buf, NULL, 0);
+	return strtoul(read_line(path, buf, sizeof(buf)), NULL, 0);
 }
 
 static int ns_bound(const char *ns)
@@ -71,16 +64,9 @@ static int ns_bound(const char *ns)
 static int ns_driver(const char *ns, const char *op)
 {
 	char path[320];
-	int fd, err = 0;
 
 	snprintf(path, sizeof(path), "/sys/bus/nd/drivers/nd_pmem/%s", op);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return errno;
-	if (write(fd, ns, strlen(ns)) < 0)
-		err = errno;
-	close(fd);
-	return err;
+	return sysfs_write(path, ns);
 }
 
 /* The change of the direct map by op on ns, in kB; LONG_MIN on error. */

@@ -38,15 +38,10 @@
 
 static unsigned long block_size(void)
 {
-	char buf[64] = "";
-	FILE *f = fopen("/sys/devices/system/memory/block_size_bytes", "r");
+	char buf[64];
 
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	return strtoul(buf, NULL, 16);
+	return strtoul(read_line("/sys/devices/system/memory/block_size_bytes",
+				 buf, sizeof(buf)), NULL, 16);
 }
 
 /* The numbers of the memory blocks in sysfs, into ids; their count. */
@@ -68,35 +63,19 @@ static int memory_blocks(long *ids)
 
 static int block_state_is(long id, const char *want)
 {
-	char path[96], buf[32] = "";
-	FILE *f;
+	char path[96], buf[32];
 
 	snprintf(path, sizeof(path), "/sys/devices/system/memory/memory%ld/state", id);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = 0;
-	fclose(f);
-	return !strncmp(buf, want, strlen(want));
+	return !strncmp(read_line(path, buf, sizeof(buf)), want, strlen(want));
 }
 
 /* Write "offline" to the block's state: 0 or the errno. */
 static int block_offline(long id)
 {
 	char path[96];
-	int err = 0;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "/sys/devices/system/memory/memory%ld/state", id);
-	f = fopen(path, "w");
-	if (!f)
-		return errno;
-	if (fputs("offline", f) < 0)
-		err = errno;
-	if (fclose(f) && !err)
-		err = errno;
-	return err;
+	return sysfs_write(path, "offline");
 }
 
 static long boot_blocks[MAX_BLOCKS];

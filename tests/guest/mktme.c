@@ -39,6 +39,31 @@ long read_long(const char *path)
 	return v;
 }
 
+char *read_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = 0;
+	if (!f)
+		return buf;
+	if (!fgets(buf, size, f))
+		buf[0] = 0;
+	fclose(f);
+	return buf;
+}
+
+int sysfs_write(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY), err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (write(fd, text, strlen(text)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
 long direct_map_kib(void)
 {
 	char line[128];

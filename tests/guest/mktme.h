@@ -31,6 +31,13 @@ long read_long(const char *path);
 /* A value of /sys/kernel/mm/mktme/NAME, or -1. */
 long mktme_sysfs(const char *name);
 /*
+ * The first line of a file such as a sysfs attribute into buf (with its
+ * newline; "" when the file cannot be read): buf.
+ */
+char *read_line(const char *path, char *buf, size_t size);
+/* Write text to a sysfs file in one write(2): 0, or its errno. */
+int sysfs_write(const char *path, const char *text);
+/*
  * The kernel's direct map in kB, every KeyID's copy counted: the sum of
  * the DirectMap lines of /proc/meminfo; -1 if unreadable.
  */

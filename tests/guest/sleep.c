@@ -20,19 +20,6 @@
 #define REFUSED "x86/mktme: hibernation refused"
 #define SLEEP_REFUSED "x86/mktme: system sleep refused"
 
-/* Write TEXT to a sysfs file; 0 or the errno of the write. */
-static int sysfs_write(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY), err = 0;
-
-	if (fd < 0)
-		return errno;
-	if (write(fd, text, strlen(text)) < 0)
-		err = errno;
-	close(fd);
-	return err;
-}
-
 static int file_has(const char *path, const char *word)
 {
 	char buf[256] = "";
