@@ -162,7 +162,7 @@ vm_deb_release() {
 #   disk.qcow2 console.log qemu.pid port [qmp.sock] [scratch.img]
 # Globals: VM_STATE VM_PORT VM_KEY, and for vm_start: VM_MEM VM_CPUS
 # VM_MAXCPUS VM_MAXMEM VM_SOCKETS VM_QMP VM_DISK_MB
-# VM_DMA_DISK_MB VM_KERNEL VM_INITRD VM_CMDLINE
+# VM_DMA_DISK_MB VM_IOMMU VM_KERNEL VM_INITRD VM_CMDLINE
 # VM_CACHE_MODE.
 
 VM_MEM=${VM_MEM:-2048}
@@ -173,6 +173,7 @@ VM_SOCKETS=${VM_SOCKETS:-}
 VM_QMP=${VM_QMP:-}
 VM_DISK_MB=${VM_DISK_MB:-}
 VM_DMA_DISK_MB=${VM_DMA_DISK_MB:-}
+VM_IOMMU=${VM_IOMMU:-}
 VM_KERNEL='' VM_INITRD='' VM_CMDLINE=''
 VM_CACHE_MODE=unsafe
 
@@ -281,8 +282,14 @@ vm_start() {
 	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU"
 		-m "$VM_MEM${VM_MAXMEM:+,slots=4,maxmem=${VM_MAXMEM}M}"
 		-global q35-pcihost.pci-hole64-size=1G
-		-nodefaults -display none -vga none
-		-serial "file:$VM_STATE/console.log"
+		-nodefaults -display none -vga none)
+	# First: a PCI device created before the IOMMU is not behind it. Its
+	# page tables hold the KeyID bits (34-39) of the addresses it maps,
+	# which the default 39-bit host address width would reserve.
+	# shellcheck disable=SC2054 # commas are QEMU's
+	[ -z "$VM_IOMMU" ] || args+=(-device intel-iommu,aw-bits=48,intremap=off)
+	# shellcheck disable=SC2054 # commas are QEMU's
+	args+=(-serial "file:$VM_STATE/console.log"
 		-drive "file=$VM_STATE/disk.qcow2,format=qcow2,if=virtio,cache=$VM_CACHE_MODE,discard=unmap"
 		-netdev "user,id=net0,hostfwd=tcp:127.0.0.1:$VM_PORT-:22"
 		-device virtio-net-pci,netdev=net0
@@ -556,7 +563,7 @@ vm_ensure_kernel() {
 vm_install_kernel() {
 	local deb=$1 imgdir=$2 tmp boot_id uname start release
 	VM_SOCKETS='' VM_CPUS='' VM_MAXCPUS='' VM_QMP='' VM_DISK_MB=''
-	VM_DMA_DISK_MB='' VM_MAXMEM=''
+	VM_DMA_DISK_MB='' VM_MAXMEM='' VM_IOMMU=''
 	tmp=$VM_KDIR.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"

@@ -3,7 +3,7 @@
  * Device DMA to and from encrypted memory, the guest half of
  * tests/vm/dma.sh:
  *
- *   dma DEVICE...
+ *   dma [--iommu TYPE] DEVICE...
  *
  * For each block DEVICE (a scratch disk the test may overwrite), with
  * O_DIRECT, so that the device itself reads and writes the user's pages:
@@ -21,12 +21,19 @@
  * virtio, or the DMA API with VIRTIO_F_ACCESS_PLATFORM, with or without
  * swiotlb=force) is the host's choice; the same checks hold for each.
  *
+ * With --iommu, each DEVICE's DMA must first be translated by an IOMMU
+ * domain of TYPE (its PCI device's iommu_group/type: "DMA" for iommu-dma
+ * with strict invalidation, "identity" for iommu=pt), so that the checks
+ * are known to run through that path.
+ *
  * First, that the kernel set up swiotlb, whatever the memory size: a
  * device whose DMA mask does not reach the KeyID bits of an address gets
  * encrypted pages through it, and on a machine with no memory above 4 GiB
  * x86 sets swiotlb up only if something asks for it.
  */
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -193,6 +200,27 @@ static long swiotlb_slabs(void)
 	return n;
 }
 
+/*
+ * The type of the IOMMU domain that translates the DMA of block device
+ * @dev, as sysfs names it, or "" when no IOMMU group holds the device.
+ */
+static char *iommu_domain_type(const char *dev, char *buf, size_t size)
+{
+	char path[PATH_MAX], *real = realpath(dev, NULL);
+
+	buf[0] = 0;
+	if (!real) {
+		diag("%s: %s", dev, strerror(errno));
+		return buf;
+	}
+	snprintf(path, sizeof(path), "/sys/block/%s/device/../iommu_group/type",
+		 basename(real));
+	free(real);
+	read_line(path, buf, size);
+	buf[strcspn(buf, "\n")] = 0;
+	return buf;
+}
+
 static uint8_t *encrypted(size_t len, const char *desc)
 {
 	key_serial_t key = mktme_add(desc, CPU_KEY);
@@ -206,14 +234,20 @@ static uint8_t *encrypted(size_t len, const char *desc)
 int main(int argc, char **argv)
 {
 	uint8_t *enc, *plain, *ea, *eb, *pa, *pb;
+	const char *iommu = NULL;
+	char type[64];
 	long slabs;
-	int i;
+	int i, first = 1;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: dma DEVICE...\n");
+	if (argc > 2 && !strcmp(argv[1], "--iommu")) {
+		iommu = argv[2];
+		first = 3;
+	}
+	if (argc <= first) {
+		fprintf(stderr, "usage: dma [--iommu TYPE] DEVICE...\n");
 		return 2;
 	}
-	plan(2 + (argc - 1) * 8);
+	plan(2 + (argc - first) * (iommu ? 9 : 8));
 	require_mktme();
 	slabs = swiotlb_slabs();
 	ok(slabs > 0, "swiotlb is set up for devices that cannot reach KeyID addresses (%ld slabs)",
@@ -221,7 +255,13 @@ int main(int argc, char **argv)
 	enc = encrypted(LEN, "dma-buffer");
 	plain = map_anon(LEN, MAP_PRIVATE);
 	/* Fresh regions for each device: their pages are placed anew. */
-	for (i = 1; i < argc; i++) {
+	for (i = first; i < argc; i++) {
+		if (iommu) {
+			iommu_domain_type(argv[i], type, sizeof(type));
+			ok(!strcmp(type, iommu),
+			   "%s: its DMA goes through an IOMMU domain of type %s (%s)",
+			   argv[i], iommu, type[0] ? type : "no IOMMU group");
+		}
 		fd_direct = open(argv[i], O_RDWR | O_DIRECT);
 		fd_cached = open(argv[i], O_RDWR);
 		if (fd_direct < 0 || fd_cached < 0 || !plain)

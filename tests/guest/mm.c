@@ -55,7 +55,7 @@
 #define COW_POINTS 4
 #define MREMAP_POINTS 10
 #define MADVISE_POINTS 10
-#define SWAP_POINTS 16
+#define SWAP_POINTS 17
 #define MIGRATION_POINTS (17 + NR_KINDS + 1)
 #define KSM_POINTS 8
 #define KSM_STALE_POINTS 4
@@ -701,6 +701,33 @@ static int device_holds_plaintext(const struct region *r, const uint64_t *e,
 	return good;
 }
 
+/*
+ * No page holds the encrypted regions' KeyIDs any more, within 5 s of their
+ * unmapping: unmapped pages leave the swap cache at munmap(), and a page
+ * read ahead for a VMA of another KeyID, which its own VMA mapped only as
+ * a copy, must leave it when it is copied.
+ */
+static int keyid_pages_gone(const struct region *rs)
+{
+	struct keyid_holders h[16];
+	int i, j, n, t, left = 0;
+
+	for (t = 0; t < 25; t++) {
+		write_file("/proc/sys/vm/compact_memory", "1");
+		n = read_keyid_holders(h, 16, 0);
+		left = 0;
+		for (i = 0; i < NR_KINDS; i++)
+			for (j = 0; j < n && j < 16; j++)
+				if (rs[i].keyid > 0 && h[j].keyid == rs[i].keyid)
+					left += h[j].pages + h[j].pages_found;
+		if (n >= 0 && !left)
+			return 1;
+		usleep(200 * 1000);
+	}
+	read_keyid_holders(NULL, 0, 1);
+	return 0;
+}
+
 static void test_swap(void)
 {
 	struct region rs[NR_KINDS];
@@ -821,6 +848,9 @@ static void test_swap(void)
 
 	host_reads("swap", "swap", rs);
 	regions_free(rs);
+	ok(keyid_pages_gone(rs),
+	   "swap: once the regions are unmapped, no page holds their KeyIDs, none left in the swap cache (%s)",
+	   KEYIDS_DEBUGFS);
 	if (pinned)
 		sched_setaffinity(0, sizeof(old), &old);
 	finish(first, SWAP_POINTS, "swap", NULL);

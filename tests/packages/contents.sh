@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dpkg-deb -c "$image" | awk '{print $6}' >"$work/image.list"
 
-tap_plan 12
+tap_plan 13
 tap_check "linux-image carries /boot/vmlinuz-$release" \
 	grep -qx "./boot/vmlinuz-$release" "$work/image.list"
 tap_check "linux-image carries System.map and config" \
@@ -82,4 +82,15 @@ tap_check "the module's vermagic is $release" \
 	bash -c "modinfo -F vermagic '$work/module/mktme_hello.ko' | grep -q '^$release '"
 tap_check "modpost resolved every symbol from the packaged Module.symvers" \
 	bash -c "! grep -i 'undefined\|warning' '$work/module.log'"
+# __pa() and pte_modify() in a module call the exported accessors of the
+# MKTME geometry (the variables are not exported).
+imports_accessors() {
+	local undefined
+	undefined=$(nm -u "$work/module/mktme_hello.ko")
+	printf '%s\n' "$undefined" | grep -E 'mktme|direct_map' || true
+	grep -qw mktme_direct_map_mask <<<"$undefined" &&
+		grep -qw mktme_keyid_pte_mask <<<"$undefined"
+}
+tap_check "the module imports the accessors mktme_direct_map_mask() and mktme_keyid_pte_mask()" \
+	imports_accessors
 tap_done
