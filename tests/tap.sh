@@ -24,6 +24,12 @@ tap_check() {
 	fi
 }
 
+# failed WHY: a failing check that says why (its output is the diagnostic).
+failed() {
+	echo "$*"
+	return 1
+}
+
 tap_done() {
 	[ "$TAP_FAILED" -eq 0 ]
 }

@@ -37,10 +37,6 @@ numbered() {
 	printf -v want '[PATCH %02d/%02d]' "$1" "$2"
 	[[ $subject == "Subject: $want "* ]] || failed "$subject: want $want"
 }
-failed() {
-	echo "$*"
-	return 1
-}
 
 # The patches that add encrypt_mprotect() to a system call table: only
 # the last may, so that no earlier state of the series lets user space

@@ -31,12 +31,6 @@ qmp() {
 	python3 "$here/mktme_qmp.py" "$@"
 }
 
-# failed WHY: a failing check that says why.
-failed() {
-	echo "$*"
-	return 1
-}
-
 # hosted_relay LABEL LINE: a test point of the guest program, renumbered.
 hosted_relay() {
 	local desc
