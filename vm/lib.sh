@@ -8,6 +8,9 @@
 #   MKTME_ACCEL         tcg (default) or kvm (no MKTME then)
 #   MKTME_CPU           -cpu model (default max,vendor=GenuineIntel: MKTME with
 #                       6 KeyID bits; Linux looks for TME on Intel CPUs only)
+#   MKTME_CACHE_STRICT  1 (default with TCG): the model's cache checker stops
+#                       QEMU at the first coherence violation (a missing
+#                       flush), naming it in qemu.log; 0: count only
 #   MKTME_BOOT_TIMEOUT  seconds to ssh (default 600 with TCG, 120 with KVM)
 #   MKTME_DEB           the linux-image .deb to install (default: the newest in out/)
 #   MKTME_NO_KERNEL=1   boot the base image with Debian's kernel, install nothing
@@ -279,7 +282,16 @@ vm_start() {
 	# KeyID 1 at 16 GiB): keep it small.
 	# With VM_MAXMEM, DIMM slots: the model gives the region where DIMMs
 	# land KeyID aliases too (vm/qemu patch 7).
-	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU"
+	# The model's cache checker: a missing flush ends the run, and
+	# qemu-guest-errors.log keeps the model's report (-D keeps QEMU's
+	# stderr, qemu.log, open after -daemonize).
+	local cpu=$VM_CPU
+	if [ "$VM_ACCEL" = tcg ] && [ "${MKTME_CACHE_STRICT:-1}" = 1 ] &&
+		[[ $cpu != *mktme-cache-strict=* ]]; then
+		cpu+=,mktme-cache-strict=on
+	fi
+	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$cpu"
+		-d guest_errors -D "$VM_STATE/qemu-guest-errors.log"
 		-m "$VM_MEM${VM_MAXMEM:+,slots=4,maxmem=${VM_MAXMEM}M}"
 		-global q35-pcihost.pci-hole64-size=1G
 		-nodefaults -display none -vga none)
@@ -398,6 +410,7 @@ vm_check_alive() {
 	if ! vm_running; then
 		vm_log "QEMU exited"
 		cat "$VM_STATE/qemu.log" >&2 || true
+		grep -a 'mktme' "$VM_STATE/qemu-guest-errors.log" 2>/dev/null | tail -n 5 >&2 || true
 		vm_console_tail
 		return 1
 	fi

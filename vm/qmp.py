@@ -1,6 +1,7 @@
 """A minimal QMP client for the MKTME platform model's tests: vm/qemu/tests,
 tests/vm. Connects to a unix socket (retrying while QEMU starts), runs
-commands and returns their "return" value, or raises on "error".
+commands and returns their "return" value, or raises on "error". Events
+that arrive while it waits for a reply are kept, in order, in .events.
 """
 
 import json
@@ -10,6 +11,7 @@ import time
 
 class QMP:
     def __init__(self, path):
+        self.events = []
         for _ in range(100):
             try:
                 self.sock = socket.socket(socket.AF_UNIX)
@@ -36,6 +38,8 @@ class QMP:
                 return resp["return"]
             if "error" in resp:
                 raise RuntimeError("%s: %s" % (name, resp["error"]))
+            if "event" in resp:
+                self.events.append(resp)
 
     def hmp(self, line):
         return self.cmd("human-monitor-command", **{"command-line": line})

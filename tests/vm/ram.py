@@ -3,7 +3,9 @@
 
   ram.py shift SOCKET            the model's KeyID shift (query-mktme)
   ram.py dump SOCKET ADDR FILE   4 KiB of guest-physical memory at ADDR to
-                                 FILE (pmemsave; no CPU: package 0's keys)
+                                 FILE (pmemsave; no CPU: package 0's keys),
+                                 after writing the model's dirty KeyID
+                                 lines back, so RAM is what the guest wrote
   ram.py check FILE SEED [PAGE]  prints "pattern" if FILE is page PAGE
                                  (default 0) of what tests/guest/mktme.c's
                                  fill() writes for SEED, "absent" if none
@@ -33,8 +35,11 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "shift":
         print(QMP(argv[2]).cmd("query-mktme")["keyid-shift"])
     elif len(argv) == 5 and argv[1] == "dump":
-        QMP(argv[2]).cmd("pmemsave", val=int(argv[3], 0), size=PAGE,
-                         filename=os.path.abspath(argv[4]))
+        qmp = QMP(argv[2])
+        if qmp.cmd("query-mktme").get("cache"):
+            qmp.cmd("x-mktme-cache-write-back")
+        qmp.cmd("pmemsave", val=int(argv[3], 0), size=PAGE,
+                filename=os.path.abspath(argv[4]))
     elif len(argv) in (4, 5) and argv[1] == "check":
         data = open(argv[2], "rb").read()
         want = pattern(int(argv[3]), int(argv[4]) if len(argv) == 5 else 0)

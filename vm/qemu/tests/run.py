@@ -248,6 +248,100 @@ def test_host_ram():
         stop(proc, qmp)
 
 
+def cache_info(qmp):
+    return qmp.cmd("query-mktme").get("cache") or {}
+
+
+VIOLATION_KINDS = ("fill", "stale-write-back", "pconfig-dirty")
+
+
+def test_cache_clean():
+    note("(i) a guest that flushes as it must: no coherence violation")
+    name = "clean"
+    proc, qmp = start_held(name, append="hold")
+    try:
+        qmp.cmd("cont")
+        held = wait_hold(name, proc)
+        ok(held, "guest reached its hold point")
+        if not held:
+            return
+        c = cache_info(qmp)
+        ok(c.get("lines") == 65536 and c.get("misses", 0) > 0 and
+           c.get("write-backs", 0) > 0,
+           "query-mktme: a 65536-line cache that filled and wrote back", c)
+        ok(all(c.get(k + "-violations") == 0
+               for k in VIOLATION_KINDS),
+           "query-mktme: 0 violations of each kind", c)
+    finally:
+        stop(proc, qmp)
+
+
+def test_cache_violations():
+    note("(j) a guest that breaks each rule once: the model counts each, "
+         "sends an event, and the host writes dirty lines back on demand")
+    name = "violate"
+    proc, qmp = start_held(name, append="violate hold")
+    try:
+        qmp.cmd("cont")
+        held = wait_hold(name, proc)
+        ok(held, "guest reached its hold point")
+        if not held:
+            return
+        c = cache_info(qmp)
+        for kind in VIOLATION_KINDS:
+            ok(c.get(kind + "-violations") == 1,
+               "query-mktme: exactly one %s violation" % kind, c)
+        events = [e["data"] for e in qmp.events
+                  if e.get("event") == "MKTME_COHERENCE_VIOLATION"]
+        ok([e["kind"] for e in events] == list(VIOLATION_KINDS),
+           "MKTME_COHERENCE_VIOLATION events: fill, stale-write-back, "
+           "pconfig-dirty, in order", events)
+        ok(events and events[0]["keyid"] == 2 and
+           events[0]["other-keyid"] == 1,
+           "the fill event names KeyID 2 filling over KeyID 1's dirty lines",
+           events)
+        pa = 0x3000000 + 14 * PAGE
+        path = os.path.join(WORK, "dirty.bin")
+        ok(c.get("dirty", 0) >= PAGE // 64,
+           "the guest's last page is still dirty in the cache", c)
+        qmp.cmd("pmemsave", val=pa, size=PAGE, filename=path)
+        ok(open(path, "rb").read() == bytes(PAGE),
+           "before a write-back RAM still holds the old zeros")
+        qmp.cmd("x-mktme-cache-write-back")
+        qmp.cmd("pmemsave", val=pa, size=PAGE, filename=path)
+        raw = open(path, "rb").read()
+        ok(xts_decrypt_blocks(raw, pa) == pattern(PAGE) and raw != pattern(PAGE),
+           "after x-mktme-cache-write-back RAM holds the page's ciphertext "
+           "(host AES-XTS-128 decrypt gives the pattern)")
+        ok(cache_info(qmp).get("dirty") == 0,
+           "x-mktme-cache-write-back leaves no dirty line")
+    finally:
+        stop(proc, qmp)
+
+
+def test_cache_strict():
+    note("(k) mktme-cache-strict=on: QEMU stops at the first violation")
+    name = "strict"
+    proc = subprocess.run(qemu_args(name, cpu_extra=",mktme-cache-strict=on",
+                                    append="violate"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=300)
+    out = proc.stdout.decode(errors="replace")
+    log = open(os.path.join(WORK, name + ".log"), errors="replace").read()
+    ok(proc.returncode == 1 and
+       "cache coherence violation (fill): KeyID 2" in out,
+       "strict: QEMU exits 1 naming the fill violation", out[-1500:])
+    ok("# violate: fill" in log and "# violate: stale" not in log and
+       "1.." not in log, "strict: the guest got no further than the first "
+       "violation", log[-800:])
+
+
+def test_cache_eviction():
+    note("(l) a 16-line cache: replaced dirty lines are written back")
+    run_guest("evict", "evict", cpu_extra=",mktme-cache-lines=16",
+              append="evict")
+
+
 def test_two_sockets():
     note("(d) two sockets: PCONFIG on socket 0 leaves socket 1 unprogrammed")
     name = "sockets"
@@ -419,7 +513,9 @@ def main():
     if not shutil.which("openssl"):
         print("Bail out! openssl not installed")
         return 1
-    for t in (test_kat, test_guest, test_host_ram, test_two_sockets,
+    for t in (test_kat, test_guest, test_host_ram, test_cache_clean,
+              test_cache_violations, test_cache_strict, test_cache_eviction,
+              test_two_sockets,
               test_bench, test_kernel, test_hotadded_cpu,
               test_hotplugged_memory):
         try:

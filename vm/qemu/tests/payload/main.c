@@ -12,6 +12,11 @@
  *                 bits, more than the boot CPU's) and check its PCONFIG
  *                 against the key table, which has the boot CPU's KeyIDs
  *   hold          after the tests, halt and wait for the host (QMP)
+ *   violate       at the end, break each cache coherence rule once (the
+ *                 host counts the model's reports)
+ *   evict         instead of the other memory tests: dirty more lines
+ *                 than a small cache (mktme-cache-lines=16) holds and
+ *                 check that the replaced ones reached RAM unflushed
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -415,6 +420,53 @@ static int all_blocks_differ(volatile uint8_t *p, size_t n)
 	return 1;
 }
 
+/* --- caches --------------------------------------------------------------- */
+
+#define LINE		64
+
+static void clflush(volatile uint8_t *p)
+{
+	__asm__ volatile("clflush %0" : "+m"(*p) : : "memory");
+}
+
+static void clflushopt(volatile uint8_t *p)
+{
+	__asm__ volatile("clflushopt %0" : "+m"(*p) : : "memory");
+}
+
+static void clwb(volatile uint8_t *p)
+{
+	__asm__ volatile("clwb %0" : "+m"(*p) : : "memory");
+}
+
+/* Write back and drop every line of [p, p + n), as a kernel would */
+static void flush(volatile uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i += LINE)
+		clflush(p + i);
+	__asm__ volatile("mfence" : : : "memory");
+}
+
+static void zero(volatile uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = 0;
+}
+
+static int all_zero(volatile uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
 static int same_bytes(volatile uint8_t *a, volatile uint8_t *b, size_t n)
 {
 	size_t i;
@@ -641,6 +693,100 @@ static unsigned word_value(const char *w, unsigned dflt)
 
 /* --- tests ---------------------------------------------------------------- */
 
+/*
+ * The caches hold KeyID lines as plaintext and write them back only when
+ * flushed, evicted or WBINVD'd; KeyID 0 reads RAM, so it sees old
+ * ciphertext until then.  KeyID 1 has data key 00.., tweak key 10...
+ */
+#define CACHE_PA	(WORK_PA + 8 * PAGE)
+
+static void test_caches(void)
+{
+	volatile uint8_t *c0 = kid(0, CACHE_PA), *c1 = kid(1, CACHE_PA);
+	int i, n;
+
+	zero(c0, 4 * PAGE);
+	fill(c1, PAGE);
+	ok(all_zero(c0, PAGE), "unflushed KeyID 1 lines: KeyID 0 still reads the old memory");
+	clwb(c1);
+	__asm__ volatile("sfence" : : : "memory");
+	ok(all_blocks_differ(c0, LINE) && !all_zero(c0, LINE) &&
+	   all_zero(c0 + LINE, PAGE - LINE),
+	   "CLWB writes back its line only");
+	ok(matches(c1, PAGE), "CLWB keeps the line: KeyID 1 still reads the pattern");
+	for (i = 0; i < PAGE; i += LINE)
+		clflushopt(c1 + i);
+	__asm__ volatile("sfence" : : : "memory");
+	ok(all_blocks_differ(c0, PAGE) && !all_zero(c0 + PAGE - LINE, LINE),
+	   "CLFLUSHOPT writes back every line: ciphertext at KeyID 0");
+	ok(matches(c1, PAGE), "after CLFLUSHOPT KeyID 1 refills the pattern from RAM");
+	flush(c1, PAGE);
+
+	/* WBINVD: everything back */
+	fill(c1 + PAGE, PAGE);
+	__asm__ volatile("wbinvd" : : : "memory");
+	ok(all_blocks_differ(c0 + PAGE, PAGE) && !all_zero(c0 + PAGE, LINE),
+	   "WBINVD writes back every dirty line");
+	ok(matches(c1 + PAGE, PAGE), "after WBINVD KeyID 1 reads the pattern from RAM");
+	flush(c1 + PAGE, PAGE);
+
+	/* INVD: dirty lines are lost, RAM keeps what it had */
+	fill(c1 + 2 * PAGE, PAGE);
+	__asm__ volatile("invd" : : : "memory");
+	ok(all_zero(c0 + 2 * PAGE, PAGE), "INVD drops dirty lines: RAM unchanged");
+	n = 0;
+	for (i = 0; i < PAGE; i += 16)
+		n += !same_bytes(c1 + 2 * PAGE + i, c0 + 2 * PAGE + i, 16);
+	ok(!matches(c1 + 2 * PAGE, PAGE) && n == PAGE / 16,
+	   "after INVD KeyID 1 reads RAM's zeros decrypted (garbage), not the pattern");
+	flush(c1 + 2 * PAGE, PAGE);
+}
+
+/* With mktme-cache-lines=16: dirty 64 lines, flush none */
+static void test_eviction(void)
+{
+	volatile uint8_t *c0 = kid(0, CACHE_PA), *c1 = kid(1, CACHE_PA);
+	int i, reached = 0;
+
+	zero(c0, PAGE);
+	fill(c1, PAGE);
+	for (i = 0; i < PAGE; i += LINE)
+		reached += !all_zero(c0 + i, LINE);
+	puts_("# lines written back by eviction: ");
+	put_dec(reached);
+	puts_(" of 64\n");
+	ok(reached >= 48 && reached < 64,
+	   "a 16-line cache wrote back all but at most 16 of 64 dirty lines unflushed");
+	ok(matches(c1, PAGE), "evicted lines refill: KeyID 1 reads the whole pattern");
+	flush(c1, PAGE);
+	ok(all_blocks_differ(c0, PAGE), "after the flush all 64 lines are ciphertext");
+}
+
+/*
+ * Break each rule once, for the host to count: the model reports, and
+ * with mktme-cache-strict=on stops at the first.
+ */
+static void violate(void)
+{
+	volatile uint8_t *a = kid(1, CACHE_PA + 4 * PAGE);
+
+	puts_("# violate: fill\n");
+	a[0] = 1;			/* KeyID 1 line dirty */
+	(void)kid(2, CACHE_PA + 4 * PAGE)[LINE];	/* KeyID 2 fills the same page */
+	flush(a, LINE);
+	puts_("# violate: stale-write-back\n");
+	a[0] = 2;
+	kid(0, CACHE_PA + 4 * PAGE)[0] = 3;	/* KeyID 0 writes under it */
+	flush(a, LINE);			/* the write-back destroys that */
+	puts_("# violate: pconfig-dirty\n");
+	kid(5, CACHE_PA + 5 * PAGE)[0] = 4;
+	program(5, CMD_DIRECT | ALG_XTS128, 0x62, 0x72);
+	flush(kid(5, CACHE_PA + 5 * PAGE), LINE);
+	puts_("# violate: done\n");
+	/* Left dirty for the host's x-mktme-cache-write-back */
+	fill(kid(1, CACHE_PA + 6 * PAGE), PAGE);
+}
+
 void kmain(uint32_t mb_info)
 {
 	uint32_t r[4], flags = *(volatile uint32_t *)(uint64_t)mb_info;
@@ -712,6 +858,13 @@ void kmain(uint32_t mb_info)
 		goto done;
 	}
 
+	if (has_word("evict")) {
+		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1");
+		test_eviction();
+		goto done;
+	}
+
 	if (has_word("benchonly")) {
 		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
 		ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1");
@@ -753,6 +906,7 @@ void kmain(uint32_t mb_info)
 	p1 = kid(1, BUF_PA);
 	fill(p1, PAGE);
 	ok(matches(p1, PAGE), "pattern written through KeyID 1 reads back through KeyID 1");
+	flush(p1, PAGE);
 	ok(all_blocks_differ(p0, PAGE), "KeyID 0 sees ciphertext in every 16-byte block");
 
 	/* Tweak: the same plaintext block at two addresses */
@@ -763,6 +917,7 @@ void kmain(uint32_t mb_info)
 		q[1] = 0x2222222222222222ULL;
 		q[2] = 0x1111111111111111ULL;
 		q[3] = 0x2222222222222222ULL;
+		flush((volatile uint8_t *)q, LINE);
 		p0 = kid(0, WORK_PA);
 		ok(!same_bytes(p0, p0 + 16, 16),
 		   "same plaintext at two addresses gives different ciphertext");
@@ -781,18 +936,21 @@ void kmain(uint32_t mb_info)
 		       b[4] == pattern_byte(4) && b[6] == pattern_byte(6) &&
 		       b[11] == pattern_byte(11) && b[20] == pattern_byte(20);
 		ok(good, "byte and block-crossing 8-byte writes through KeyID 1");
+		flush(b, 2 * LINE);
 	}
 
 	/* NO_ENCRYPT */
 	rax = program(2, CMD_NOENC, 0, 0);
 	ok(prog_ok(rax), "PCONFIG NO_ENCRYPT KeyID 2");
 	fill(kid(2, WORK_PA + PAGE), PAGE);
+	flush(kid(2, WORK_PA + PAGE), PAGE);
 	ok(matches(kid(0, WORK_PA + PAGE), PAGE), "NO_ENCRYPT: KeyID 0 sees the plaintext");
 
 	/* CLEAR_KEY: back to KeyID 0 behaviour; old ciphertext stays garbage */
 	rax = program(3, CMD_DIRECT | ALG_XTS128, 0x40, 0x50);
 	ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 3");
 	fill(kid(3, WORK_PA + 2 * PAGE), PAGE);
+	flush(kid(3, WORK_PA + 2 * PAGE), PAGE);
 	rax = program(3, CMD_CLEAR, 0, 0);
 	ok(prog_ok(rax), "PCONFIG CLEAR_KEY KeyID 3");
 	ok(same_bytes(kid(3, WORK_PA + 2 * PAGE), kid(0, WORK_PA + 2 * PAGE), PAGE),
@@ -804,32 +962,43 @@ void kmain(uint32_t mb_info)
 	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
 	ok(prog_ok(rax), "PCONFIG SET_KEY_RANDOM KeyID 4");
 	fill(kid(4, WORK_PA + 3 * PAGE), PAGE);
-	ok(matches(kid(4, WORK_PA + 3 * PAGE), PAGE) &&
-	   all_blocks_differ(kid(0, WORK_PA + 3 * PAGE), PAGE),
-	   "SET_KEY_RANDOM: round trip through KeyID 4, ciphertext at KeyID 0");
+	ok(matches(kid(4, WORK_PA + 3 * PAGE), PAGE), "SET_KEY_RANDOM: round trip through KeyID 4");
+	flush(kid(4, WORK_PA + 3 * PAGE), PAGE);
+	ok(all_blocks_differ(kid(0, WORK_PA + 3 * PAGE), PAGE),
+	   "SET_KEY_RANDOM: ciphertext at KeyID 0 once flushed");
 	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
 	ok(prog_ok(rax) && all_blocks_differ(kid(4, WORK_PA + 3 * PAGE), PAGE),
 	   "SET_KEY_RANDOM again: a new key, old data is garbage");
 
-	/* Stale key: reprogramming with another key and back */
+	/*
+	 * Stale key: reprogramming with another key and back.  The lines
+	 * of a KeyID are flushed before it gets another key, as software
+	 * must: clean lines would keep the old plaintext.
+	 */
+	p1 = kid(5, WORK_PA + 4 * PAGE);
 	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
-	fill(kid(5, WORK_PA + 4 * PAGE), PAGE);
+	fill(p1, PAGE);
+	flush(p1, PAGE);
 	program(5, CMD_DIRECT | ALG_XTS128, 0x61, 0x70);
-	ok(all_blocks_differ(kid(5, WORK_PA + 4 * PAGE), PAGE),
-	   "KeyID 5 with another data key reads garbage");
+	ok(all_blocks_differ(p1, PAGE), "KeyID 5 with another data key reads garbage");
+	flush(p1, PAGE);
 	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x71);
-	ok(all_blocks_differ(kid(5, WORK_PA + 4 * PAGE), PAGE),
-	   "KeyID 5 with another tweak key reads garbage");
+	ok(all_blocks_differ(p1, PAGE), "KeyID 5 with another tweak key reads garbage");
+	flush(p1, PAGE);
 	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
-	ok(matches(kid(5, WORK_PA + 4 * PAGE), PAGE),
-	   "KeyID 5 with its first key again reads the pattern");
+	ok(matches(p1, PAGE), "KeyID 5 with its first key again reads the pattern");
+	flush(p1, PAGE);
 
 	/* Highest KeyID */
 	rax = program(max_keyid, CMD_DIRECT | ALG_XTS128, 0x80, 0x90);
 	fill(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE);
-	ok(prog_ok(rax) && matches(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE) &&
-	   all_blocks_differ(kid(0, WORK_PA + 5 * PAGE), PAGE),
+	ok(prog_ok(rax) && matches(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE),
+	   "highest KeyID reads back");
+	flush(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE);
+	ok(all_blocks_differ(kid(0, WORK_PA + 5 * PAGE), PAGE),
 	   "highest KeyID encrypts");
+
+	test_caches();
 
 	puts_("# host-check pa ");
 	put_hex(BUF_PA);
@@ -839,6 +1008,8 @@ void kmain(uint32_t mb_info)
 
 	if (has_word("bench"))
 		run_bench();
+	if (has_word("violate"))
+		violate();
 
 done:
 	puts_("1..");
