@@ -416,6 +416,17 @@ vm_check_alive() {
 	fi
 }
 
+# Fail if the model reported cache coherence violations (a missing flush
+# of KeyID lines): with MKTME_CACHE_STRICT=0 QEMU only counts them.
+vm_check_cache() {
+	local log=$VM_STATE/qemu-guest-errors.log n
+	n=$(grep -ac 'mktme: cache coherence violation' "$log" 2>/dev/null || true)
+	[ "${n:-0}" -eq 0 ] && return 0
+	vm_log "the model reported $n cache coherence violations; the first:"
+	grep -a 'mktme: cache coherence violation' "$log" | head -n 5 >&2
+	return 1
+}
+
 # Wait until root can log in by ssh; fail at once on a panic, after
 # VM_BOOT_TIMEOUT seconds, or when the console has been silent for
 # VM_CONSOLE_QUIET seconds before the boot's login prompt (a hang: fail in

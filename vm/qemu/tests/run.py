@@ -337,9 +337,28 @@ def test_cache_strict():
 
 
 def test_cache_eviction():
-    note("(l) a 16-line cache: replaced dirty lines are written back")
-    run_guest("evict", "evict", cpu_extra=",mktme-cache-lines=16",
-              append="evict")
+    note("(l) a 16-line cache: replaced dirty lines are written back, and "
+         "replacement does not count as a flush")
+    name = "evict"
+    proc, qmp = start_held(name, cpu_extra=",mktme-cache-lines=16",
+                           append="evict hold")
+    try:
+        qmp.cmd("cont")
+        held = wait_hold(name, proc)
+        guest_tap(name, "evict")
+        ok(held, "guest reached its hold point")
+        if not held:
+            return
+        c = cache_info(qmp)
+        ok(c.get("lines") == 16 and c.get("evictions", 0) >= 96,
+           "query-mktme: a 16-line cache that replaced lines", c)
+        ok(c.get("fill-violations") == 1 and
+           c.get("stale-write-back-violations") == 0 and
+           c.get("pconfig-dirty-violations") == 0,
+           "KeyID 2 reading a replaced, never flushed KeyID-1 line: exactly "
+           "one fill violation", c)
+    finally:
+        stop(proc, qmp)
 
 
 def test_two_sockets():

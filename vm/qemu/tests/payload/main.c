@@ -760,6 +760,21 @@ static void test_eviction(void)
 	ok(matches(c1, PAGE), "evicted lines refill: KeyID 1 reads the whole pattern");
 	flush(c1, PAGE);
 	ok(all_blocks_differ(c0, PAGE), "after the flush all 64 lines are ciphertext");
+
+	/*
+	 * Replacement wrote most of these back, but software flushed none:
+	 * KeyID 2 on the page is still a violation (the host counts one).
+	 */
+	zero(c0, PAGE);
+	fill(c1, PAGE);
+	for (i = 0; i < PAGE && all_zero(c0 + i, LINE); i += LINE)
+		;
+	ok(i < PAGE, "a line of the unflushed page was replaced");
+	puts_("# violate: KeyID 2 reads replaced line ");
+	put_dec(i / LINE);
+	putc_('\n');
+	(void)kid(2, CACHE_PA)[i];
+	flush(c1, PAGE);
 }
 
 /*
@@ -772,7 +787,8 @@ static void violate(void)
 
 	puts_("# violate: fill\n");
 	a[0] = 1;			/* KeyID 1 line dirty */
-	(void)kid(2, CACHE_PA + 4 * PAGE)[LINE];	/* KeyID 2 fills the same page */
+	kid(2, CACHE_PA + 4 * PAGE)[LINE] = 5;	/* KeyID 2 fills and writes: one violation */
+	flush(kid(2, CACHE_PA + 4 * PAGE) + LINE, LINE);
 	flush(a, LINE);
 	puts_("# violate: stale-write-back\n");
 	a[0] = 2;
