@@ -420,10 +420,10 @@ vm_check_alive() {
 # of KeyID lines): with MKTME_CACHE_STRICT=0 QEMU only counts them.
 vm_check_cache() {
 	local log=$VM_STATE/qemu-guest-errors.log n
-	n=$(grep -ac 'mktme: cache coherence violation' "$log" 2>/dev/null || true)
+	n=$(grep -ac '^mktme: cache coherence violation' "$log" 2>/dev/null || true)
 	[ "${n:-0}" -eq 0 ] && return 0
 	vm_log "the model reported $n cache coherence violations; the first:"
-	grep -a 'mktme: cache coherence violation' "$log" | head -n 5 >&2
+	grep -a '^mktme: cache coherence violation' "$log" | head -n 5 >&2
 	return 1
 }
 
