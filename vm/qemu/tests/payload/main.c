@@ -740,6 +740,12 @@ static void test_caches(void)
 	ok(!matches(c1 + 2 * PAGE, PAGE) && n == PAGE / 16,
 	   "after INVD KeyID 1 reads RAM's zeros decrypted (garbage), not the pattern");
 	flush(c1 + 2 * PAGE, PAGE);
+
+	/* The same key again over unflushed lines: they keep their meaning */
+	fill(c1 + 3 * PAGE, LINE);
+	ok(prog_ok(program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10)),
+	   "PCONFIG of KeyID 1's own key again over its unflushed lines (the host counts no violation)");
+	flush(c1 + 3 * PAGE, LINE);
 }
 
 /* With mktme-cache-lines=16: dirty 64 lines, flush none */
