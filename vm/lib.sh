@@ -410,7 +410,7 @@ vm_check_alive() {
 	if ! vm_running; then
 		vm_log "QEMU exited"
 		cat "$VM_STATE/qemu.log" >&2 || true
-		grep -a 'mktme' "$VM_STATE/qemu-guest-errors.log" 2>/dev/null | tail -n 5 >&2 || true
+		vm_check_cache || true
 		vm_console_tail
 		return 1
 	fi
@@ -423,7 +423,8 @@ vm_check_cache() {
 	n=$(grep -ac '^mktme: cache coherence violation' "$log" 2>/dev/null || true)
 	[ "${n:-0}" -eq 0 ] && return 0
 	vm_log "the model reported $n cache coherence violations; the first:"
-	grep -a '^mktme: cache coherence violation' "$log" | head -n 5 >&2
+	grep -a '^mktme: cache coherence violation' "$log" | head -n 5 |
+		while read -r line; do vm_log "$line"; done
 	return 1
 }
 
