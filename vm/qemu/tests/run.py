@@ -255,14 +255,19 @@ def cache_info(qmp):
 VIOLATION_KINDS = ("fill", "stale-write-back", "pconfig-dirty")
 
 
+def run_to_hold(name, **kw):
+    """Start a held guest, let it run to its hold point; (proc, qmp, held)."""
+    proc, qmp = start_held(name, **kw)
+    qmp.cmd("cont")
+    held = wait_hold(name, proc)
+    ok(held, "guest reached its hold point")
+    return proc, qmp, held
+
+
 def test_cache_clean():
     note("(i) a guest that flushes as it must: no coherence violation")
-    name = "clean"
-    proc, qmp = start_held(name, append="hold")
+    proc, qmp, held = run_to_hold("clean", append="hold")
     try:
-        qmp.cmd("cont")
-        held = wait_hold(name, proc)
-        ok(held, "guest reached its hold point")
         if not held:
             return
         c = cache_info(qmp)
@@ -279,12 +284,8 @@ def test_cache_clean():
 def test_cache_violations():
     note("(j) a guest that breaks each rule once: the model counts each, "
          "sends an event, and the host writes dirty lines back on demand")
-    name = "violate"
-    proc, qmp = start_held(name, append="violate hold")
+    proc, qmp, held = run_to_hold("violate", append="violate hold")
     try:
-        qmp.cmd("cont")
-        held = wait_hold(name, proc)
-        ok(held, "guest reached its hold point")
         if not held:
             return
         c = cache_info(qmp)
@@ -339,14 +340,10 @@ def test_cache_strict():
 def test_cache_eviction():
     note("(l) a 16-line cache: replaced dirty lines are written back, and "
          "replacement does not count as a flush")
-    name = "evict"
-    proc, qmp = start_held(name, cpu_extra=",mktme-cache-lines=16",
-                           append="evict hold")
+    proc, qmp, held = run_to_hold("evict", cpu_extra=",mktme-cache-lines=16",
+                                  append="evict hold")
     try:
-        qmp.cmd("cont")
-        held = wait_hold(name, proc)
-        guest_tap(name, "evict")
-        ok(held, "guest reached its hold point")
+        guest_tap("evict", "evict")
         if not held:
             return
         c = cache_info(qmp)
