@@ -7,7 +7,10 @@
 #                       built by vm/qemu/build unless cached)
 #   MKTME_ACCEL         tcg (default) or kvm (no MKTME then)
 #   MKTME_CPU           -cpu model (default max,vendor=GenuineIntel: MKTME with
-#                       6 KeyID bits; Linux looks for TME on Intel CPUs only)
+#                       6 KeyID bits; Linux looks for TME on Intel CPUs only).
+#                       With TCG, tme=on,pconfig=on is added unless it names
+#                       tme= or pconfig= itself (the model's -cpu max has
+#                       them only on request)
 #   MKTME_CACHE_STRICT  1 (default with TCG): the model's cache checker stops
 #                       QEMU at the first coherence violation (a missing
 #                       flush), naming it in qemu.log; 0: count only
@@ -286,6 +289,9 @@ vm_start() {
 	# qemu-guest-errors.log keeps the model's report (-D keeps QEMU's
 	# stderr, qemu.log, open after -daemonize).
 	local cpu=$VM_CPU
+	if [ "$VM_ACCEL" = tcg ] && [[ $cpu != *tme=* && $cpu != *pconfig=* ]]; then
+		cpu+=,tme=on,pconfig=on
+	fi
 	if [ "$VM_ACCEL" = tcg ] && [ "${MKTME_CACHE_STRICT:-1}" = 1 ] &&
 		[[ $cpu != *mktme-cache-strict=* ]]; then
 		cpu+=,mktme-cache-strict=on
@@ -464,12 +470,13 @@ vm_wait_ssh() {
 # vm_boot STATE_DIR BACKING_QCOW2 [SEED_IMG]: vm_start, then vm_wait_ssh.
 # A boot that panics or hangs before ssh is tried once more on a fresh
 # overlay (MKTME_BOOT_TRIES, default 2), after its console tail is
-# printed. Under multi-threaded TCG a few boots in a hundred of the debug
-# kernel die in early boot at a static-key site just patched by
-# text_poke_bp(): an int3 taken after it was done (an oops), or every vCPU
-# spinning with interrupts off at the patched instruction, which memory
-# already holds in its final form (a livelock). No MKTME code is on those
-# paths; we take it for the emulator's cross-vCPU code modification. A
+# printed. The boots that died at a static-key site just patched by
+# text_poke_bp() (a few in a hundred under multi-threaded TCG: QEMU 7.2
+# running a translation of the bytes of a moment ago) are fixed in the
+# model (vm/qemu patches 10-12, measured by vm/qemu/bootloop). Another,
+# rarer early-boot hang remains under MTTCG: the second vCPU never leaves
+# the firmware and the first sleeps in the idle loop for good, with no
+# console output (vm/qemu/README.md, "Code that the guest rewrites"). A
 # kernel that cannot boot fails both tries.
 vm_boot() {
 	local try tries=${MKTME_BOOT_TRIES:-2}

@@ -2,7 +2,7 @@
 /*
  * The guest half of tests/vm/faults.bash, in the boot of tests/vm/mm.sh:
  * add_key of a cpu key while the host makes PCONFIG fail (QMP
- * mktme-inject-pconfig-error). Needs root; TAP on stdout.
+ * x-mktme-inject-pconfig-error). Needs root; TAP on stdout.
  *
  * It prints "faults: keyids_in_use N", then pauses ("faults: pause NAME",
  * and waits for a line on stdin, the host's "go" through ssh, for up to

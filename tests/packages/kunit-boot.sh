@@ -46,7 +46,7 @@ boot() {
 	tr -d '\r' <"$work/$1.log" | sed -n -E 's/^\[[^]]*\] //p' >"$work/$1.ktap"
 }
 boot stock qemu-system-x86_64 max
-boot model "$model" max,vendor=GenuineIntel,mktme-keyid-bits=3
+boot model "$model" max,vendor=GenuineIntel,tme=on,pconfig=on,mktme-keyid-bits=3
 
 mapfile -t stock_cases < <(sed -n -E 's/^    ((not )?ok [0-9]+ .*)$/\1/p' "$work/stock.ktap")
 mapfile -t model_cases < <(sed -n -E 's/^    ((not )?ok [0-9]+ .*)$/\1/p' "$work/model.ktap")

@@ -3,7 +3,7 @@
 # for a boot of "vm/run --sockets 2 --qmp" (two packages, each with its
 # own key table in the model). Before each of its add_key or update calls
 # of a cpu key the guest pauses, and the host acts over QMP
-# (mktme-inject-pconfig-error, query-mktme). The kernel tries a failing
+# (x-mktme-inject-pconfig-error, query-mktme). The kernel tries a failing
 # PCONFIG 5 times (MKTME_PROGRAM_TRIES), and on a final failure gives the
 # packages already done their old key back (or clears the KeyID):
 #

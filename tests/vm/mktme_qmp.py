@@ -15,7 +15,7 @@ and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
         prints package PKG's NAME (program-count, fail-count,
         inject-remaining)
   mktme_qmp.py inject SOCKET PKG COUNT STATUS
-        mktme-inject-pconfig-error (STATUS entropy-error or device-busy)
+        x-mktme-inject-pconfig-error (STATUS entropy-error or device-busy)
   mktme_qmp.py hotadd SOCKET SOCKET_ID CORE_ID [PROP=VALUE...]
         device_add of a CPU into the free slot SOCKET_ID/CORE_ID (thread
         0) of query-hotpluggable-cpus, of the slot's CPU type, with the
@@ -148,7 +148,7 @@ def main(argv):
         print(packages(argv[2])[int(argv[3])][argv[4]])
         return 0
     if len(argv) == 6 and argv[1] == "inject":
-        QMP(argv[2]).cmd("mktme-inject-pconfig-error", package=int(argv[3]),
+        QMP(argv[2]).cmd("x-mktme-inject-pconfig-error", package=int(argv[3]),
                          count=int(argv[4]), status=argv[5])
         return 0
     if len(argv) >= 5 and argv[1] == "hotadd":

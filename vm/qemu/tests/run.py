@@ -54,7 +54,7 @@ def pattern(n):
 def qemu_args(name, cpu_extra="", smp="1", append="", qmp=None, extra=(),
               mem="256"):
     args = [QEMU] + FIRMWARE + ["-M", "q35", "-m", mem,
-            "-cpu", "max,vendor=GenuineIntel" + cpu_extra, "-smp", smp,
+            "-cpu", "max,vendor=GenuineIntel,tme=on,pconfig=on" + cpu_extra, "-smp", smp,
             "-accel", "tcg", "-display", "none", "-nodefaults",
             # Keep the 64-bit PCI window below the KeyID aliases
             "-global", "q35-pcihost.pci-hole64-size=1G",
@@ -189,7 +189,7 @@ def test_host_ram():
     name = "host"
     proc, qmp = start_held(name, append="inject hold")
     try:
-        qmp.cmd("mktme-inject-pconfig-error", package=0, count=1,
+        qmp.cmd("x-mktme-inject-pconfig-error", package=0, count=1,
                 status="device-busy")
         info = qmp.cmd("query-mktme")
         ok(info["packages"][0]["inject-remaining"] == 1,
@@ -505,7 +505,7 @@ def test_kernel():
                        input=files, stdout=out, check=True)
     proc = subprocess.run(
         [QEMU] + FIRMWARE + ["-M", "q35", "-m", "1G", "-smp", "2",
-         "-cpu", "max,vendor=GenuineIntel,mktme-keyid-bits=3",
+         "-cpu", "max,vendor=GenuineIntel,tme=on,pconfig=on,mktme-keyid-bits=3",
          "-accel", "tcg", "-display", "none", "-nodefaults",
          "-serial", "stdio", "-global", "q35-pcihost.pci-hole64-size=1G",
          "-kernel", kernel, "-initrd", initrd,
@@ -524,6 +524,93 @@ def test_kernel():
        "kernel: x86_phys_bits lowered by the 3 KeyID bits (40 -> 37)")
 
 
+def test_code_patching():
+    """(m) A kernel rewriting its static keys while other vCPUs run them."""
+    kernel = os.environ.get("MKTME_TEST_KERNEL")
+    if not kernel:
+        results.append(True)
+        print("ok %d # SKIP code patching: set MKTME_TEST_KERNEL to a bzImage"
+              % len(results))
+        return
+    # Two guests at once on a 2-core host: vCPU threads get preempted in
+    # the middle of a store to code, which is what widens the races.
+    note("(m) vm/qemu/bootloop: 4 boots of %s, 2 at once, -smp 2 under "
+         "MTTCG" % kernel)
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(here, "..", "bootloop"), "--qemu", QEMU,
+         "--kernel", kernel, "--count", "4", "--jobs", "2", "--smp", "2",
+         "--timeout", "300",
+         "--work", os.path.join(WORK, "bootloop")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1200)
+    out = proc.stdout.decode(errors="replace")
+    ok(proc.returncode == 0 and "4 passed, 0 failed" in out,
+       "text_poke_bp() under MTTCG: 4 boots each toggle sched_schedstats and "
+       "the sched_switch tracepoint 200 times with a busy task per vCPU, "
+       "no stale int3, no stall", out[-2000:])
+
+
+def test_machine_options():
+    """(n) MKTME only on request; a 64-bit PCI window over the aliases."""
+    note("(n) -cpu max without tme=on has no MKTME; the default 64-bit PCI "
+         "window is refused with MKTME")
+    base = [QEMU] + FIRMWARE + ["-M", "q35", "-m", "256", "-accel", "tcg",
+                                "-display", "none", "-nodefaults"]
+    sock = os.path.join(WORK, "plainmax.qmp")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    proc = subprocess.Popen(base + ["-cpu", "max,vendor=GenuineIntel", "-S",
+                                    "-qmp", "unix:%s,server=on,wait=off" % sock],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    qmp = QMP(sock)
+    try:
+        path = qmp.cmd("query-cpus-fast")[0]["qom-path"]
+        flags = [qmp.cmd("qom-get", path=path, property=f)
+                 for f in ("tme", "pconfig")]
+        ok(flags == [False, False],
+           "-cpu max: tme and pconfig are off unless asked for", flags)
+        info = qmp.cmd("query-mktme")
+        ok(info.get("enabled") is False and info.get("packages") == [],
+           "-cpu max: query-mktme says MKTME is not enabled", info)
+    finally:
+        stop(proc, qmp)
+    # q35's default 64-bit PCI window is 32 GiB above RAM; KeyID 1 starts
+    # at 16 GiB (6 KeyID bits of 40): refused, naming the option.
+    proc = subprocess.run(base + ["-cpu", "max,vendor=GenuineIntel,tme=on,"
+                                  "pconfig=on", "-S"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=60)
+    out = proc.stdout.decode(errors="replace")
+    ok(proc.returncode == 1 and
+       "q35-pcihost.pci-hole64-size" in out and "KeyID" in out,
+       "MKTME with q35's default 32 GiB 64-bit PCI window: QEMU refuses "
+       "(status %d), naming -global q35-pcihost.pci-hole64-size"
+       % proc.returncode, out)
+    for line in out.strip().splitlines():
+        note(line)
+    # 12 GiB of window from 4 GiB (256 MiB of RAM) ends at 16 GiB: fits
+    sock = os.path.join(WORK, "hole.qmp")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    proc = subprocess.Popen(base + ["-cpu", "max,vendor=GenuineIntel,tme=on,"
+                                    "pconfig=on", "-global",
+                                    "q35-pcihost.pci-hole64-size=12G", "-S",
+                                    "-qmp", "unix:%s,server=on,wait=off" % sock],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    status = None
+    try:
+        qmp = QMP(sock)
+        status = qmp.cmd("query-status")["status"]
+        stop(proc, qmp)
+    except (OSError, RuntimeError, ValueError) as e:
+        proc.kill()
+        status = "%s: %s" % (type(e).__name__, e)
+    out = proc.communicate()[0].decode(errors="replace")
+    ok(status == "prelaunch",
+       "MKTME with a 12 GiB 64-bit PCI window (ends at 16 GiB, where KeyID "
+       "1's aliases start): QEMU starts", "%s\n%s" % (status, out))
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     if not shutil.which("openssl"):
@@ -532,8 +619,8 @@ def main():
     for t in (test_kat, test_guest, test_host_ram, test_cache_clean,
               test_cache_violations, test_cache_strict, test_cache_eviction,
               test_two_sockets,
-              test_bench, test_kernel, test_hotadded_cpu,
-              test_hotplugged_memory):
+              test_bench, test_kernel, test_code_patching, test_hotadded_cpu,
+              test_hotplugged_memory, test_machine_options):
         try:
             t()
         except Exception as e:  # noqa: BLE001 - report, go on
