@@ -482,13 +482,20 @@ def test_bench():
         note("alias-only KeyID / KeyID 0: %.3fx" % alias)
 
 
-def test_kernel():
-    """A real kernel (e.g. Debian's 6.1) on the model, if one is given."""
+def kernel_or_skip(what):
+    """MKTME_TEST_KERNEL, or None after a SKIP line naming WHAT."""
     kernel = os.environ.get("MKTME_TEST_KERNEL")
     if not kernel:
         results.append(True)
-        print("ok %d # SKIP real kernel boot: set MKTME_TEST_KERNEL to a bzImage"
-              % len(results))
+        print("ok %d # SKIP %s: set MKTME_TEST_KERNEL to a bzImage"
+              % (len(results), what))
+    return kernel
+
+
+def test_kernel():
+    """A real kernel (e.g. Debian's 6.1) on the model, if one is given."""
+    kernel = kernel_or_skip("real kernel boot")
+    if not kernel:
         return
     note("(f) %s with mktme-keyid-bits=3" % kernel)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -526,11 +533,8 @@ def test_kernel():
 
 def test_code_patching():
     """(m) A kernel rewriting its static keys while other vCPUs run them."""
-    kernel = os.environ.get("MKTME_TEST_KERNEL")
+    kernel = kernel_or_skip("code patching")
     if not kernel:
-        results.append(True)
-        print("ok %d # SKIP code patching: set MKTME_TEST_KERNEL to a bzImage"
-              % len(results))
         return
     # Two guests at once on a 2-core host: vCPU threads get preempted in
     # the middle of a store to code, which is what widens the races.
