@@ -29,6 +29,10 @@ and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
         ejecting it through ACPI), wait up to 120 s until
         query-memory-devices no longer lists it, then object-del its
         backend; status 1 if it stays
+  mktme_qmp.py blockstats SOCKET DRIVE
+        prints the write requests and bytes, then the read requests and
+        bytes, that drive DRIVE (its -drive id) completed so far
+        (query-blockstats), on one line
 """
 
 import os
@@ -139,6 +143,17 @@ def dimm_del(sock, name):
     return 0
 
 
+def blockstats(sock, drive):
+    for dev in QMP(sock).cmd("query-blockstats"):
+        if dev.get("device") == drive:
+            st = dev["stats"]
+            print(st["wr_operations"], st["wr_bytes"], st["rd_operations"],
+                  st["rd_bytes"])
+            return 0
+    sys.stderr.write("query-blockstats lists no drive %s\n" % drive)
+    return 1
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "state":
         return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
@@ -157,6 +172,8 @@ def main(argv):
         return dimm_add(argv[2], argv[3], int(argv[4]))
     if len(argv) == 4 and argv[1] == "dimm-del":
         return dimm_del(argv[2], argv[3])
+    if len(argv) == 4 and argv[1] == "blockstats":
+        return blockstats(argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 

@@ -30,6 +30,24 @@ top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/faults.bash
 . "$here/faults.bash"
 
+# The swap device's requests between the "madvise" and the "swap" pauses
+# (the swap scenario: MADV_PAGEOUT of 64-page regions, encrypted among
+# them, and their swap-in), from QEMU's block statistics: the device
+# reaches encrypted pages through their KeyID, and requests of 64 KiB and
+# more must work (the model once had one 4 KiB bounce buffer for that).
+swap_stats_before=''
+swap_requests() {
+	local wr_ops wr_bytes rd_ops rd_bytes b_wr_ops b_wr_bytes b_rd_ops b_rd_bytes
+	read -r wr_ops wr_bytes rd_ops rd_bytes < <(python3 "$here/mktme_qmp.py" blockstats "$sock" scratch)
+	read -r b_wr_ops b_wr_bytes b_rd_ops b_rd_bytes <<<"$swap_stats_before"
+	wr_ops=$((wr_ops - b_wr_ops)) wr_bytes=$((wr_bytes - b_wr_bytes))
+	rd_ops=$((rd_ops - b_rd_ops)) rd_bytes=$((rd_bytes - b_rd_bytes))
+	echo "# swap: the swap disk wrote $wr_ops requests, $((wr_bytes / 1024)) KiB, and read $rd_ops requests, $((rd_bytes / 1024)) KiB"
+	# Some request is at least as large as the average
+	tap_check "swap: swap-out through KeyID DMA wrote requests of 64 KiB or more (average $((wr_ops ? wr_bytes / wr_ops / 1024 : 0)) KiB)" \
+		test "$wr_ops" -gt 0 -a "$wr_bytes" -ge $((wr_ops * 65536))
+}
+
 # A handler of hosted_run: the pauses of faults are faults', the others
 # mm's RAM checks.
 on_guest() {
@@ -42,6 +60,10 @@ on_guest() {
 		case $2 in
 		entropy | busy | retry | update | done) faults_pause "$2" ;;
 		*) hosted_ram_check mm "$2" ;;
+		esac
+		case $2 in
+		madvise) swap_stats_before=$(python3 "$here/mktme_qmp.py" blockstats "$sock" scratch) ;;
+		swap) swap_requests ;;
 		esac
 		;;
 	esac

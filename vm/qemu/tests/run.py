@@ -271,12 +271,20 @@ def test_cache_clean():
         if not held:
             return
         c = cache_info(qmp)
-        ok(c.get("lines") == 65536 and c.get("misses", 0) > 0 and
+        ok(c.get("lines") == 262144 and c.get("misses", 0) > 0 and
            c.get("write-backs", 0) > 0,
-           "query-mktme: a 65536-line cache that filled and wrote back", c)
+           "query-mktme: a 262144-line cache that filled and wrote back", c)
         ok(all(c.get(k + "-violations") == 0
                for k in VIOLATION_KINDS),
            "query-mktme: 0 violations of each kind", c)
+        props = {p: qmp.cmd("qom-get", path="/machine/mktme", property=p)
+                 for p in ("type", "packages", "keyid-bits", "cipher",
+                           "cache-lines", "cache-strict")}
+        ok(props == {"type": "x86-mktme", "packages": 1, "keyid-bits": 6,
+                     "cipher": True, "cache-lines": 262144,
+                     "cache-strict": False},
+           "the platform is QOM device /machine/mktme with the CPU's "
+           "mktme-* settings as properties", props)
     finally:
         stop(proc, qmp)
 
@@ -338,22 +346,96 @@ def test_cache_strict():
 
 
 def test_cache_eviction():
-    note("(l) a 16-line cache: replaced dirty lines are written back, and "
-         "replacement does not count as a flush")
-    proc, qmp, held = run_to_hold("evict", cpu_extra=",mktme-cache-lines=16",
+    note("(l) a two-page cache: a replaced page's dirty lines are written "
+         "back, and replacement does not count as a flush")
+    proc, qmp, held = run_to_hold("evict", cpu_extra=",mktme-cache-lines=128",
                                   append="evict hold")
     try:
         guest_tap("evict", "evict")
         if not held:
             return
         c = cache_info(qmp)
-        ok(c.get("lines") == 16 and c.get("evictions", 0) >= 96,
-           "query-mktme: a 16-line cache that replaced lines", c)
+        ok(c.get("lines") == 128 and c.get("used") <= 128 and
+           c.get("evictions", 0) >= 2,
+           "query-mktme: a 128-line cache that replaced pages", c)
         ok(c.get("fill-violations") == 1 and
            c.get("stale-write-back-violations") == 0 and
            c.get("pconfig-dirty-violations") == 0,
-           "KeyID 2 reading a replaced, never flushed KeyID-1 line: exactly "
+           "KeyID 2 reading a replaced, never flushed KeyID-1 page: exactly "
            "one fill violation", c)
+    finally:
+        stop(proc, qmp)
+
+
+def migrate_to_file(qmp, path):
+    """Migrate a stopped guest into PATH; the final status."""
+    qmp.cmd("migrate", uri="exec:cat > " + path)
+    for _ in range(600):
+        status = qmp.cmd("query-migrate").get("status")
+        if status not in ("setup", "active", "device", None):
+            return status
+        time.sleep(0.1)
+    return "timeout"
+
+
+def test_migration():
+    note("(o) migration: the key tables go with the guest; the cache of "
+         "KeyID lines does not, so it blocks migration")
+    name = "migrate-cache"
+    proc, qmp, held = run_to_hold(name, append="hold")
+    try:
+        if held:
+            qmp.cmd("stop")
+            try:
+                qmp.cmd("migrate", uri="exec:cat > /dev/null")
+                refused = ""
+            except RuntimeError as e:
+                refused = str(e)
+            ok("mktme-cache-lines=0" in refused,
+               "with the cache, migrate is refused, naming "
+               "mktme-cache-lines=0", refused or "migrate was accepted")
+    finally:
+        stop(proc, qmp)
+
+    name = "migrate-src"
+    image = os.path.join(WORK, name + ".state")
+    proc, qmp, held = run_to_hold(name, cpu_extra=",mktme-cache-lines=0",
+                                  append="hold")
+    try:
+        if not held:
+            return
+        before = qmp.cmd("query-mktme")
+        qmp.cmd("stop")
+        status = migrate_to_file(qmp, image)
+        ok(status == "completed", "mktme-cache-lines=0: the guest migrates "
+           "to a file", status)
+    finally:
+        stop(proc, qmp)
+    if status != "completed":
+        return
+    name = "migrate-dst"
+    proc, qmp = start_held(name, cpu_extra=",mktme-cache-lines=0",
+                           append="hold",
+                           extra=("-incoming", "exec:cat " + image))
+    try:
+        for _ in range(600):
+            if qmp.cmd("query-status").get("status") != "inmigrate":
+                break
+            time.sleep(0.1)
+        after = qmp.cmd("query-mktme")
+        ok(after["packages"] == before["packages"],
+           "query-mktme after loading: every KeyID's state, fingerprint "
+           "and counters as before", (before["packages"], after["packages"]))
+        alias_path = os.path.join(WORK, name + "-keyid1.bin")
+        qmp.cmd("pmemsave", val=(1 << after["keyid-shift"]) | BUF_PA,
+                size=PAGE, filename=alias_path)
+        ok(open(alias_path, "rb").read() == pattern(PAGE),
+           "the KeyID-1 alias decrypts the guest's pattern with the key "
+           "that came with it")
+        qmp.cmd("system_reset")
+        info = qmp.cmd("query-mktme")
+        ok(set(k["state"] for p in info["packages"] for k in p["keyids"]) ==
+           {"unprogrammed"}, "a reset after loading still loses every key")
     finally:
         stop(proc, qmp)
 
@@ -623,7 +705,8 @@ def main():
     for t in (test_kat, test_guest, test_host_ram, test_cache_clean,
               test_cache_violations, test_cache_strict, test_cache_eviction,
               test_two_sockets,
-              test_bench, test_kernel, test_code_patching, test_hotadded_cpu,
+              test_bench, test_migration, test_kernel, test_code_patching,
+              test_hotadded_cpu,
               test_hotplugged_memory, test_machine_options):
         try:
             t()
