@@ -438,6 +438,15 @@ def test_migration():
            {"unprogrammed"}, "a reset after loading still loses every key")
     finally:
         stop(proc, qmp)
+    name = "migrate-nocipher"
+    proc = subprocess.run(
+        qemu_args(name, cpu_extra=",mktme-cache-lines=0,mktme-cipher=off",
+                  append="hold", extra=("-incoming", "exec:cat " + image)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    out = proc.stdout.decode(errors="replace")
+    ok(proc.returncode != 0 and "the source has mktme-cipher=on" in out,
+       "a destination with mktme-cipher=off refuses the stream, saying why",
+       out[-1500:])
 
 
 def test_two_sockets():
