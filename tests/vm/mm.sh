@@ -43,8 +43,11 @@ swap_requests() {
 	wr_ops=$((wr_ops - b_wr_ops)) wr_bytes=$((wr_bytes - b_wr_bytes))
 	rd_ops=$((rd_ops - b_rd_ops)) rd_bytes=$((rd_bytes - b_rd_bytes))
 	echo "# swap: the swap disk wrote $wr_ops requests, $((wr_bytes / 1024)) KiB, and read $rd_ops requests, $((rd_bytes / 1024)) KiB"
-	# Some request is at least as large as the average
-	tap_check "swap: swap-out through KeyID DMA wrote requests of 64 KiB or more (average $((wr_ops ? wr_bytes / wr_ops / 1024 : 0)) KiB)" \
+	# Some request is at least as large as the average. The requests of
+	# the three regions (encrypted, no-encrypt, plain) are not told apart:
+	# the encrypted one is >= 64 KiB only as far as the diagnostic's
+	# figures show (e.g. 3 requests of 768 KiB: each region's 256 KiB).
+	tap_check "swap: swap-out of the three regions wrote requests averaging 64 KiB or more (average $((wr_ops ? wr_bytes / wr_ops / 1024 : 0)) KiB)" \
 		test "$wr_ops" -gt 0 -a "$wr_bytes" -ge $((wr_ops * 65536))
 }
 
