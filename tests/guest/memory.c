@@ -2,7 +2,8 @@
 /*
  * Encrypted anonymous memory behaves as memory: zero-filled, reads back,
  * fork/COW, shared anonymous memory refused, mremap, MADV_DONTNEED/MADV_FREE,
- * THP, and keys invalidated or revoked while it is mapped.
+ * THP, the vmstat counters of KeyID changes, and keys invalidated or revoked
+ * while it is mapped.
  */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -160,6 +161,41 @@ static void test_thp(void)
 	munmap(m, len + huge);
 }
 
+/*
+ * /proc/vmstat counts each page that gets a KeyID, each that gives it back
+ * at free, and a flush of its cache lines at both. Pinned to one CPU: a
+ * page waiting in another CPU's LRU batch would be freed later.
+ */
+static void test_vmstat(void)
+{
+	long set = vmstat("keyid_page_set"), clear = vmstat("keyid_page_clear");
+	long flush = vmstat("keyid_page_flush");
+	char *p = map_anon(N * PAGE, MAP_PRIVATE);
+	cpu_set_t old;
+	int pinned;
+
+	if (!p || madvise(p, N * PAGE, MADV_NOHUGEPAGE) ||
+	    encrypt_mprotect(p, N * PAGE, RW, key))
+		bail_out("vmstat region: %s", strerror(errno));
+	pinned = pin_cpu(&old, "vmstat");
+	fill(p, N * PAGE, 16);
+	set = vmstat("keyid_page_set") - set;
+	flush = vmstat("keyid_page_flush") - flush;
+	ok(set == N && flush == N,
+	   "vmstat: %d pages written: keyid_page_set +%ld, keyid_page_flush +%ld",
+	   N, set, flush);
+	clear = vmstat("keyid_page_clear");
+	flush = vmstat("keyid_page_flush");
+	munmap(p, N * PAGE);
+	clear = vmstat("keyid_page_clear") - clear;
+	flush = vmstat("keyid_page_flush") - flush;
+	ok(clear == N && flush == N,
+	   "and unmapped: keyid_page_clear +%ld, keyid_page_flush +%ld",
+	   clear, flush);
+	if (pinned)
+		sched_setaffinity(0, sizeof(old), &old);
+}
+
 static void test_keys(void)
 {
 	key_serial_t k2 = mktme_add("second", CPU_KEY);
@@ -199,7 +235,7 @@ int main(void)
 {
 	int local = 0, vmas, bad;
 
-	plan(1 + 8 + 2 + 4 + 5 + 2 + 5 + 2);
+	plan(1 + 8 + 2 + 4 + 5 + 2 + 2 + 5 + 2);
 	require_mktme();
 	key = mktme_add("memory", CPU_KEY);
 	if (key == -1)
@@ -210,6 +246,7 @@ int main(void)
 	test_mremap();
 	test_madvise();
 	test_thp();
+	test_vmstat();
 	test_keys();
 
 	bad = smaps_vmas_without_keyid(&vmas);

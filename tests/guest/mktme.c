@@ -39,6 +39,38 @@ long read_long(const char *path)
 	return v;
 }
 
+long vmstat(const char *name)
+{
+	size_t n = 0, len = strlen(name);
+	char *line = NULL;
+	long v = -1;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	while (f && getline(&line, &n, f) > 0) {
+		if (!strncmp(line, name, len) && line[len] == ' ') {
+			v = strtol(line + len + 1, NULL, 10);
+			break;
+		}
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+int pin_cpu(cpu_set_t *old, const char *what)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (!sched_getaffinity(0, sizeof(*old), old) &&
+	    !sched_setaffinity(0, sizeof(one), &one))
+		return 1;
+	diag("%s: cannot pin to one CPU: %s", what, strerror(errno));
+	return 0;
+}
+
 char *read_line(const char *path, char *buf, size_t size)
 {
 	FILE *f = fopen(path, "r");

@@ -7,6 +7,7 @@
 #define MKTME_H
 
 #include <keyutils.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,6 +29,13 @@ key_serial_t mktme_add(const char *desc, const char *payload);
 
 /* The number in a file such as a sysfs attribute, or -1. */
 long read_long(const char *path);
+/*
+ * Run on the current CPU only: 1 if so, with the old affinity in *old
+ * (restore it with sched_setaffinity()); 0 with a diagnostic naming what.
+ */
+int pin_cpu(cpu_set_t *old, const char *what);
+/* A counter of /proc/vmstat, or -1 when the kernel has none of that name. */
+long vmstat(const char *name);
 /* A value of /sys/kernel/mm/mktme/NAME, or -1. */
 long mktme_sysfs(const char *name);
 /*
