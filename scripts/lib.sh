@@ -28,6 +28,15 @@ case ${1-} in
 	;;
 esac
 
+# usage_error [MESSAGE]: the command line is wrong or incomplete: MESSAGE
+# (if any) and the whole usage on stderr, exit status 2. Before anything
+# is done, so that the user only has to read and try again.
+usage_error() {
+	[ $# -eq 0 ] || printf 'error: %s\n' "$*" >&2
+	print_help >&2
+	exit 2
+}
+
 # Print one progress line, run a command with its output in a log, and on
 # failure print the log's tail and fail.
 #   run_step LABEL LOGNAME COMMAND...

@@ -2,24 +2,8 @@
 # The test VM: base image, kernel-installed overlay, boot, ssh, checks.
 # Source it after scripts/lib.sh; do not run it.
 #
-# Environment:
-#   MKTME_QEMU          QEMU binary (default: the MKTME platform model,
-#                       built by vm/qemu/build unless cached)
-#   MKTME_ACCEL         tcg (default) or kvm (no MKTME then)
-#   MKTME_CPU           -cpu model (default max,vendor=GenuineIntel: MKTME with
-#                       6 KeyID bits; Linux looks for TME on Intel CPUs only).
-#                       With TCG, tme=on,pconfig=on is added unless it names
-#                       tme= or pconfig= itself (the model's -cpu max has
-#                       them only on request)
-#   MKTME_CACHE_STRICT  1 (default with TCG): the model's cache checker stops
-#                       QEMU at the first coherence violation (a missing
-#                       flush), naming it in qemu.log; 0: count only
-#   MKTME_BOOT_TIMEOUT  seconds to ssh (default 600 with TCG, 120 with KVM)
-#   MKTME_DEB           the linux-image .deb to install (default: the newest in out/)
-#   MKTME_NO_KERNEL=1   boot the base image with Debian's kernel, install nothing
-#   MKTME_VMLINUZ       boot this bzImage instead of the installed kernel, with
-#                       the installed initrd (developers: no .deb, no install)
-#   MKTME_VM_KEEP=1     keep the run's state directory (overlay, console log)
+# Environment: listed in vm/run's usage (vm/run --help), where the users of
+# the test VM look for it.
 
 VM_SUITE=bookworm
 VM_DIR_TOP=$MKTME_TOP/vm

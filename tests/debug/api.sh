@@ -4,6 +4,10 @@
 # their TAP points relayed ("keys: ...", ...). For "make check-debug", which boots
 # the debug kernel (MKTME_VMLINUZ); "make check" runs the same programs
 # through autopkgtest instead. Needs "make deb" first.
+#
+#   tests/debug/api.sh      no arguments; TAP on stdout (tests/run-debug
+#                           runs it, with MKTME_VMLINUZ); vm/run's
+#                           environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../vm" && pwd)
 # shellcheck source=tests/tap.sh

@@ -18,7 +18,8 @@
 # An example is the literal block that follows a comment line
 #   .. mktme-example: NAME LANG
 # LANG is "c" (a complete program), "c-fragment" (the body of main(); see
-# wrap_fragment below) or "sh" (shell commands, run by bash -euo pipefail).
+# wrap_fragment in this script) or "sh" (shell commands, run by
+# bash -euo pipefail).
 # C examples are built with $CC (cc) -Wall -Werror $CFLAGS ... -lkeyutils.
 #
 # One TAP point per example: it builds (C) or parses (sh) and, unless
@@ -32,18 +33,16 @@
 # the examples without checking for root and MKTME first (to test this
 # script).
 set -euo pipefail
-
-usage() {
-	sed -n '4,5s/^# //p' "$0" >&2
-	exit "${1:-2}"
-}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# It runs in the source tree (debian/tests/mktme-api), scripts/ included.
+# shellcheck source=scripts/lib.sh
+. "$top/scripts/lib.sh"
 
 bail_out() {
 	echo "Bail out! $*"
 	exit 1
 }
 
-top=$(cd "$(dirname "$0")/../.." && pwd)
 compile_only=0
 patches=
 while [ "$#" -gt 0 ]; do
@@ -53,7 +52,7 @@ while [ "$#" -gt 0 ]; do
 		shift
 		;;
 	--patches)
-		[ "$#" -ge 2 ] || usage
+		[ "$#" -ge 2 ] || usage_error "--patches: needs a value"
 		patches=$2
 		shift 2
 		;;
@@ -61,17 +60,20 @@ while [ "$#" -gt 0 ]; do
 		patches=${1#--patches=}
 		shift
 		;;
-	-h | --help) usage 0 ;;
+	-h | --help)
+		print_help
+		exit 0
+		;;
 	--)
 		shift
 		break
 		;;
-	-*) usage ;;
+	-*) usage_error "$1: no such option" ;;
 	*) break ;;
 	esac
 done
 if [ "$#" -gt 0 ] && [ -n "$patches" ]; then
-	usage
+	usage_error "--patches and KSRC exclude each other"
 fi
 
 CC=${CC:-cc}

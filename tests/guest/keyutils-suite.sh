@@ -7,6 +7,14 @@
 #
 #   keyutils-suite.sh DIR     DIR is keyutils' tests/ folder
 set -euo pipefail
+# Copied alone into the guest, without scripts/lib.sh: its print_help by
+# hand (the header above is the usage), before the argument is taken for DIR.
+case ${1-} in
+-h | --help)
+	awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"
+	exit 0
+	;;
+esac
 
 dir=$(cd "${1:?usage: keyutils-suite.sh DIR}" && pwd)
 cd "$dir"

@@ -11,6 +11,14 @@
 #
 # Prints TAP. Each test runs with a time limit (MKTME_SELFTEST_TIMEOUT, 300 s).
 set -euo pipefail
+# Copied alone into the guest, without scripts/lib.sh: its print_help by
+# hand (the header above is the usage), before the argument is taken for DIR.
+case ${1-} in
+-h | --help)
+	awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"
+	exit 0
+	;;
+esac
 
 dir=${1:?usage: selftests-vm.sh DIR}
 cd "$dir"

@@ -1,6 +1,8 @@
 #!/bin/bash
 # The configuration step: every profile resolves with MKTME on, and a fragment
 # option that cannot survive olddefconfig fails the step, naming the option.
+#
+#   tests/host/config.sh    no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -4,6 +4,9 @@
 # prints it, is found and named by its class; lines of a good boot of our
 # ci kernel, and user space's own fault lines, are not reports.
 # tests/vm/harness.sh has the same scan's positive control in a real boot.
+#
+#   tests/host/dmesg-scan.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -2,6 +2,9 @@
 # Every package that debian/tests/control's Depends: lines name is in the
 # test VM's image (vm/image-packages): the image has no apt lists, so
 # autopkgtest could not install a missing one (vm/build-image).
+#
+#   tests/host/image-packages.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

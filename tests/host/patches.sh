@@ -1,6 +1,8 @@
 #!/bin/bash
 # Every patch of the kernel series is a git format-patch mail with a
 # message that says why, and is clean under checkpatch.pl --strict.
+#
+#   tests/host/patches.sh   no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -2,6 +2,9 @@
 # scripts/prepare-tree on a small stand-in for linux-source-6.1: patches go
 # on in order, a rejected or fuzzy patch stops it with the patch's name, and
 # a changed patch brings back only what it changes (file times kept).
+#
+#   tests/host/prepare-tree.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

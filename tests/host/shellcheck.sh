@@ -1,5 +1,8 @@
 #!/bin/bash
 # Every shell script of the project passes shellcheck.
+#
+#   tests/host/shellcheck.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

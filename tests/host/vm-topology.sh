@@ -3,6 +3,9 @@
 # vm_topology_args (vm/lib.sh) makes for --sockets, --cpus and --maxcpus,
 # and vm/run's errors for values that make no topology (status 2, before
 # anything is prepared or booted).
+#
+#   tests/host/vm-topology.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

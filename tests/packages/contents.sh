@@ -2,6 +2,10 @@
 # What the packages in out/ carry: the kernel, its modules, MKTME config and
 # the MKTME manual pages in linux-image; what an out-of-tree module build
 # needs in linux-headers, proven by building tests/module against them.
+#
+#   tests/packages/contents.sh
+#                           no arguments; TAP on stdout (make check runs it);
+#                           MKTME_OUT: the packages' folder (out/)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -1,6 +1,9 @@
 #!/bin/bash
 # A second "make deb" with nothing changed rebuilds nothing: the packages in
 # out/ stay as they are.
+#
+#   tests/packages/incremental.sh
+#                           no arguments; TAP on stdout (make check runs it)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

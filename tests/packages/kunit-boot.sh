@@ -5,6 +5,12 @@
 # (no MKTME: the kernel must behave as before, the cases that need MKTME
 # skip) and the MKTME platform model (vm/qemu) with 3 KeyID bits, where the
 # kernel must find 7 KeyIDs and take their bits out of physical_mask.
+#
+#   tests/packages/kunit-boot.sh
+#                           no arguments; TAP on stdout (make check runs it);
+#                           MKTME_OUT: the packages' folder (out/);
+#                           MKTME_BOOT_TIMEOUT (300 s) and
+#                           MKTME_BOOT_TRIES (2): as for vm/run
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -1,5 +1,9 @@
 #!/bin/bash
 # lintian finds no error in the packages (overrides carry their reason).
+#
+#   tests/packages/lintian.sh
+#                           no arguments; TAP on stdout (make check runs it);
+#                           MKTME_OUT: the packages' folder (out/)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

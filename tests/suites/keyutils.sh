@@ -6,6 +6,11 @@
 # ("keyutils: ..."); vm/run must find no kernel report. Needs "make deb"
 # first. Not part of "make check": its 84 tests take tens of minutes under
 # TCG.
+#
+#   tests/suites/keyutils.sh
+#                           no arguments; TAP on stdout (make
+#                           check-keyutils runs it); vm/run's
+#                           environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -5,6 +5,9 @@
 # arch_add_memory() as hot-added RAM): tests/guest/devmem.c unbinds and
 # binds its namespace and measures the direct map each time.
 # About 2 minutes. Needs "make deb" first (vm/run installs the kernel).
+#
+#   tests/vm/devmem.sh      no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

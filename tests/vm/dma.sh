@@ -14,6 +14,9 @@
 #                (intel_iommu=on, strict): iommu-dma maps each request
 #                in the IOMMU's page table, KeyID bits included
 # About 5 minutes. Needs "make deb" first (vm/run installs the kernel).
+#
+#   tests/vm/dma.sh         no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -4,6 +4,9 @@
 # the run's, and a kernel that panics or hangs at boot fails fast with the
 # console's tail.
 # Needs "make deb" first; the kernel install is cached after the first run.
+#
+#   tests/vm/harness.sh     no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -33,6 +33,9 @@
 # plan line comes last. About a minute per boot under TCG, mostly booting.
 # Only one VM at a time on a small host: run it under
 # "flock /tmp/linux-mktme-vm.lock". Needs "make deb" first.
+#
+#   tests/vm/hotplug.sh     no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

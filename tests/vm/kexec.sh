@@ -10,6 +10,9 @@
 # run unless the kernel wrote them back before the jump (patch 0029).
 # About 3 minutes. Needs "make deb" first (vm/run installs the kernel); with
 # MKTME_VMLINUZ, that bzImage is copied in and kexec'd into.
+#
+#   tests/vm/kexec.sh       no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -9,6 +9,9 @@
 # the DIMM (the guest ejects it through ACPI) and the guest checks that
 # every copy's mapping is gone; then the same again with a second DIMM.
 # About 3 minutes. Needs "make deb" first (vm/run installs the kernel).
+#
+#   tests/vm/memhotplug.sh  no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

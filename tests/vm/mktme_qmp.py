@@ -155,6 +155,9 @@ def blockstats(sock, drive):
 
 
 def main(argv):
+    if argv[1:2] in (["-h"], ["--help"]):
+        sys.stdout.write(__doc__)
+        return 0
     if len(argv) >= 6 and argv[1] == "state":
         return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
     if len(argv) >= 3 and argv[1] == "same":

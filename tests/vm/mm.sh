@@ -20,6 +20,9 @@
 # add_key, its host half in tests/vm/faults.bash): a boot costs a minute
 # under TCG, more than both programs. About 3 minutes in all.
 # Needs "make deb" first (vm/run installs the kernel).
+#
+#   tests/vm/mm.sh          no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -32,6 +32,9 @@ def pattern(seed, page=0):
 
 
 def main(argv):
+    if argv[1:2] in (["-h"], ["--help"]):
+        sys.stdout.write(__doc__)
+        return 0
     if len(argv) == 3 and argv[1] == "shift":
         print(QMP(argv[2]).cmd("query-mktme")["keyid-shift"])
     elif len(argv) == 5 and argv[1] == "dump":

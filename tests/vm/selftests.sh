@@ -7,6 +7,9 @@
 # tests/guest/encrypt_anon.c). Its TAP points are relayed
 # ("selftests-vm: ..."); vm/run must find no kernel report.
 # Needs "make deb" first (the tree and the packages).
+#
+#   tests/vm/selftests.sh   no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

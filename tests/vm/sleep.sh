@@ -10,6 +10,9 @@
 # cross-vCPU code patching). With one vCPU there is no other CPU to race.
 # About 2 minutes.
 # Needs "make deb" first (vm/run installs the kernel).
+#
+#   tests/vm/sleep.sh       no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

@@ -10,6 +10,9 @@
 # must find no kernel report. MKTME_STRESS_SECONDS sets each run's length
 # (default 60). Its TAP points are relayed ("stress: ...",
 # "stress-hotplug: ..."). Needs "make deb" first.
+#
+#   tests/vm/stress.sh      no arguments; TAP on stdout (make check runs it);
+#                           vm/run's environment applies (vm/run --help)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/tap.sh

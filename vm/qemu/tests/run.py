@@ -20,6 +20,12 @@ sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from qmp import QMP  # noqa: E402
 
+if sys.argv[1:2] in (["-h"], ["--help"]):
+    sys.stdout.write(__doc__)
+    sys.exit(0)
+if len(sys.argv) != 5:
+    sys.stderr.write(__doc__)
+    sys.exit(2)
 QEMU, KAT, PAYLOAD, WORK = sys.argv[1:5]
 # Debian's firmware (qemu-system-data, seabios), as its own QEMU finds it
 FIRMWARE = ["-L", "/usr/share/seabios", "-L", "/usr/share/qemu"]
