@@ -168,8 +168,8 @@ static void test_thp(void)
  */
 static void test_vmstat(void)
 {
-	long set = vmstat("keyid_page_set"), clear = vmstat("keyid_page_clear");
-	long flush = vmstat("keyid_page_flush");
+	long set = vmstat("keyid_page_set"), flush = vmstat("keyid_page_flush");
+	long clear;
 	char *p = map_anon(N * PAGE, MAP_PRIVATE);
 	cpu_set_t old;
 	int pinned;
