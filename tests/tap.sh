@@ -1,12 +1,19 @@
 # shellcheck shell=bash
 # Minimal TAP producer for the host-side tests. Source it.
 #   tap_plan N; tap_ok COND_EXIT_STATUS "description"; tap_done
+#   tap_skip "description" "reason": a point skipped
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 TAP_N=0
 TAP_FAILED=0
 
 tap_plan() { echo "1..$1"; }
+
+# tap_skip DESCRIPTION REASON: a test point skipped, for REASON.
+tap_skip() {
+	TAP_N=$((TAP_N + 1))
+	echo "ok $TAP_N - $1 # SKIP $2"
+}
 
 # tap_check DESCRIPTION COMMAND...: one test point from a command's status;
 # on failure the command's output is shown as TAP diagnostics.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Side-by-side costs of MKTME, measured in one run (tests/bench/run):
- *   fault    first touch of fresh anonymous pages, encrypted vs plain
+ *   fault    first touch of fresh anonymous pages, encrypted vs plain, with
+ *            THP off on both sides and on both sides (MADV_HUGEPAGE)
  *   protect  encrypt_mprotect() vs mprotect() of the same unpopulated range
  *   memory   memory-bound work: a write pass and a read pass over 8 MiB,
  *            encrypted vs plain, warm (populated, in the platform's
@@ -132,14 +133,18 @@ static double cold_pass_round(key_serial_t key)
 	return t;
 }
 
-/* Touch every page of len fresh bytes, encrypted with key or plain. */
-static double fault_round(size_t len, key_serial_t key)
+/*
+ * Touch every page of len fresh bytes, encrypted with key or plain, with
+ * advice MADV_HUGEPAGE or MADV_NOHUGEPAGE (the same on both sides).
+ */
+static double fault_round(size_t len, key_serial_t key, int advice)
 {
 	char *p = map_anon(len, MAP_PRIVATE);
 	double t;
 	size_t i;
 
-	if (!p || (key && encrypt_mprotect(p, len, PROT_READ | PROT_WRITE, key)))
+	if (!p || madvise(p, len, advice) ||
+	    (key && encrypt_mprotect(p, len, PROT_READ | PROT_WRITE, key)))
 		bail_out("map %zu bytes: %s", len, strerror(errno));
 	t = now_us();
 	for (i = 0; i < len; i += PAGE)
@@ -349,11 +354,18 @@ int main(int argc, char **argv)
 	if (wanted(argc, argv, "fault")) {
 		before = flushes_now();
 		for (r = 0; r < ROUNDS; r++) {
-			a[r] = fault_round(len, key);
-			b[r] = fault_round(len, 0);
+			a[r] = fault_round(len, key, MADV_NOHUGEPAGE);
+			b[r] = fault_round(len, 0, MADV_NOHUGEPAGE);
 		}
-		report("fault 64 MiB, encrypted vs plain", a, b);
-		report_flushes("fault 64 MiB", before);
+		report("fault 64 MiB, THP off on both sides, encrypted vs plain", a, b);
+		report_flushes("fault 64 MiB, THP off", before);
+		before = flushes_now();
+		for (r = 0; r < ROUNDS; r++) {
+			a[r] = fault_round(len, key, MADV_HUGEPAGE);
+			b[r] = fault_round(len, 0, MADV_HUGEPAGE);
+		}
+		report("fault 64 MiB, THP on both sides, encrypted vs plain", a, b);
+		report_flushes("fault 64 MiB, THP on", before);
 	}
 
 	if (wanted(argc, argv, "protect")) {

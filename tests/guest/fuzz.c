@@ -12,12 +12,22 @@
  *   - each option is NAME=VALUE, NAME one of type, algorithm, key, tweak,
  *     each at most once;
  *   - type=user|cpu|clear|no-encrypt, always required;
- *   - algorithm=aes-xts-128: required for user and cpu, not allowed for
- *     clear and no-encrypt;
- *   - key= and tweak=: exactly 32 hexadecimal digits (either case);
- *     required for user, optional for cpu, not allowed for the others;
+ *   - algorithm=aes-xts-128|aes-xts-256: required for user and cpu, not
+ *     allowed for clear and no-encrypt; valid only when the platform has
+ *     activated it, that is when /sys/kernel/mm/mktme/algorithms names it
+ *     (without that file, kernels before issue 18: aes-xts-128 alone);
+ *   - key= and tweak=: hexadecimal digits (either case), exactly 32 for
+ *     aes-xts-128 and 64 for aes-xts-256, whatever the order of the
+ *     options (algorithm= may come after them); required for user,
+ *     optional for cpu, not allowed for the others;
  *   - an empty payload has no type=: invalid;
  *   - payloads longer than 1024 bytes (MKTME_PAYLOAD_MAX) are invalid.
+ *
+ * The generator chooses among the activated algorithms (uniformly) and
+ * gives key= and tweak= the length of the chosen one; its mutations of
+ * lengths centre on that length, and where aes-xts-256 is activated they
+ * also give the other algorithm's. On a platform with aes-xts-128 alone it
+ * makes the payloads of before issue 18, byte for byte, for a given seed.
  *
  * A valid payload must give a key (ENOKEY when no KeyID is free is waited
  * out and retried), an invalid one EINVAL, never another errno. Every
@@ -76,8 +86,12 @@ static int ref_is(const unsigned char *p, size_t n, const char *s)
 
 static const char *ref_check(const unsigned char *p, size_t len)
 {
-	int seen[R_NR] = { 0 }, type = -1, opt, t;
-	size_t i = 0, start, name_len, value_len;
+	static const char *const wrong_length[ALG_NR] = {
+		"key= or tweak= not 32 digits long (aes-xts-128)",
+		"key= or tweak= not 64 digits long (aes-xts-256)",
+	};
+	int seen[R_NR] = { 0 }, type = -1, alg = -1, opt, t;
+	size_t i = 0, start, name_len, value_len, digits[R_NR] = { 0 };
 	const unsigned char *eq, *value;
 
 	if (len > PAYLOAD_MAX)
@@ -113,17 +127,29 @@ static const char *ref_check(const unsigned char *p, size_t len)
 			type = t;
 			break;
 		case R_ALGORITHM:
-			if (!ref_is(value, value_len, "aes-xts-128"))
+			for (alg = 0; alg < ALG_NR; alg++)
+				if (ref_is(value, value_len, alg_names[alg]))
+					break;
+			if (alg == ALG_NR)
 				return "an unknown algorithm";
+			if (!alg_active(alg))
+				return "an algorithm the platform has not activated";
 			break;
 		default:
-			if (value_len != 32)
-				return "key= or tweak= not 32 digits long";
-			for (t = 0; t < 32; t++)
+			for (t = 0; t < (int)value_len; t++)
 				if (!ref_hex_digit(value[t]))
 					return "key= or tweak= not hexadecimal";
+			digits[opt] = value_len;
 		}
 	}
+	/*
+	 * The length of key= and tweak= is the algorithm's, checked once all
+	 * options are read. Without algorithm=, the payload is invalid below.
+	 */
+	if (alg >= 0)
+		for (opt = R_KEY; opt <= R_TWEAK; opt++)
+			if (seen[opt] && digits[opt] != (size_t)alg_digits[alg])
+				return wrong_length[alg];
 	switch (type) {
 	case T_USER:
 		if (!seen[R_ALGORITHM] || !seen[R_KEY] || !seen[R_TWEAK])
@@ -140,50 +166,79 @@ static const char *ref_check(const unsigned char *p, size_t len)
 	return "no type=";
 }
 
-/* The reference on the documentation's examples (mktme_keys.rst). */
-static const char *const doc_valid[] = {
-	"type=cpu algorithm=aes-xts-128",
-	"type=user\nalgorithm=aes-xts-128\nkey=" HEX32 "\ntweak=" HEX32_B,
-	"type=no-encrypt",
-	"type=clear",
-	"type=cpu algorithm=aes-xts-128 key=" HEX32,
-	CPU_KEY, USER_KEY,
-};
-static const char *const doc_invalid[] = {
-	"algorithm=aes-xts-128",
-	"no-encrypt",
-	"type=cpu",
-	"type=user algorithm=aes-xts-128 key=" HEX32,
-	"type=cpu algorithm=aes-xts-256",
-	"type=random algorithm=aes-xts-128",
-	"type=cpu algorithm=aes-xts-128 mode=fast",
-	"type=cpu type=cpu algorithm=aes-xts-128",
-	"type=clear algorithm=aes-xts-128",
-	"type=no-encrypt key=" HEX32,
-	"type=cpu algorithm=aes-xts-128 key=0011",
-	"type=cpu algorithm=aes-xts-128 key=" HEX32 "00",
-	"type=cpu algorithm=aes-xts-128 key=0011223344556677889gaabbccddeeff",
-	"",
-	" \t\n",
+/*
+ * The reference on the documentation's examples (mktme_keys.rst), and on
+ * those of aes-xts-256 (issue 18). Each is valid always, never, or when
+ * the platform has activated an algorithm (ALG_128, ALG_256).
+ */
+enum { V_NEVER = -2, V_ALWAYS = -1 };
+
+static const struct doc_example {
+	const char *payload;
+	int valid_if;
+} doc_examples[] = {
+	{ "type=cpu algorithm=aes-xts-128", ALG_128 },
+	{ "type=user\nalgorithm=aes-xts-128\nkey=" HEX32 "\ntweak=" HEX32_B, ALG_128 },
+	{ "type=no-encrypt", V_ALWAYS },
+	{ "type=clear", V_ALWAYS },
+	{ "type=cpu algorithm=aes-xts-128 key=" HEX32, ALG_128 },
+	{ "type=cpu algorithm=aes-xts-256", ALG_256 },
+	{ "type=user\nalgorithm=aes-xts-256\nkey=" HEX64 "\ntweak=" HEX64_B, ALG_256 },
+	{ "type=cpu algorithm=aes-xts-256 key=" HEX64, ALG_256 },
+	{ "key=" HEX64 " tweak=" HEX64_B " type=user algorithm=aes-xts-256", ALG_256 },
+	{ "algorithm=aes-xts-128", V_NEVER },
+	{ "no-encrypt", V_NEVER },
+	{ "type=cpu", V_NEVER },
+	{ "type=user algorithm=aes-xts-128 key=" HEX32, V_NEVER },
+	{ "type=cpu algorithm=aes-xts-512", V_NEVER },
+	{ "type=random algorithm=aes-xts-128", V_NEVER },
+	{ "type=cpu algorithm=aes-xts-128 mode=fast", V_NEVER },
+	{ "type=cpu type=cpu algorithm=aes-xts-128", V_NEVER },
+	{ "type=clear algorithm=aes-xts-128", V_NEVER },
+	{ "type=no-encrypt key=" HEX32, V_NEVER },
+	{ "type=cpu algorithm=aes-xts-128 key=0011", V_NEVER },
+	{ "type=cpu algorithm=aes-xts-128 key=" HEX32 "00", V_NEVER },
+	{ "type=cpu algorithm=aes-xts-128 key=0011223344556677889gaabbccddeeff", V_NEVER },
+	{ "", V_NEVER },
+	{ " \t\n", V_NEVER },
+	{ "type=user algorithm=aes-xts-256 key=" HEX32 " tweak=" HEX32_B, V_NEVER },
+	{ "type=user algorithm=aes-xts-128 key=" HEX64 " tweak=" HEX64_B, V_NEVER },
+	{ "key=" HEX32 " type=cpu algorithm=aes-xts-256", V_NEVER },
+	{ "type=user algorithm=aes-xts-256 key=" HEX64 " tweak=" HEX32_B, V_NEVER },
+	{ "type=cpu algorithm=aes-xts-256 key=" HEX64 "00", V_NEVER },
+	{ "type=clear algorithm=aes-xts-256", V_NEVER },
 };
 
-static int reference_self_test(void)
+/* The reference agrees on one example; counted in *valid or *invalid. */
+static int reference_agrees(const char *payload, int want_valid,
+			    size_t *valid, size_t *invalid)
+{
+	const char *why = ref_check((const unsigned char *)payload,
+				    strlen(payload));
+
+	++*(want_valid ? valid : invalid);
+	if (want_valid && why)
+		diag("  reference refuses valid \"%s\": %s", payload, why);
+	else if (!want_valid && !why)
+		diag("  reference accepts invalid \"%s\"", payload);
+	return (why == NULL) == (want_valid != 0);
+}
+
+/* 1 if it agrees on every example, CPU_KEY and USER_KEY included. */
+static int reference_self_test(size_t *valid, size_t *invalid)
 {
 	size_t i;
-	int bad = 0;
+	int bad = 0, v;
 
-	for (i = 0; i < ARRAY_SIZE(doc_valid); i++)
-		if (ref_check((const unsigned char *)doc_valid[i],
-			      strlen(doc_valid[i]))) {
-			diag("  reference refuses valid \"%s\"", doc_valid[i]);
-			bad++;
-		}
-	for (i = 0; i < ARRAY_SIZE(doc_invalid); i++)
-		if (!ref_check((const unsigned char *)doc_invalid[i],
-			       strlen(doc_invalid[i]))) {
-			diag("  reference accepts invalid \"%s\"", doc_invalid[i]);
-			bad++;
-		}
+	*valid = *invalid = 0;
+	for (i = 0; i < ARRAY_SIZE(doc_examples); i++) {
+		v = doc_examples[i].valid_if;
+		bad += !reference_agrees(doc_examples[i].payload,
+					 v == V_ALWAYS || (v >= 0 && alg_active(v)),
+					 valid, invalid);
+	}
+	bad += !reference_agrees(CPU_KEY, 1, valid, invalid);
+	bad += !reference_agrees(USER_KEY, 1, valid, invalid);
 	return !bad;
 }
 
@@ -220,6 +275,7 @@ struct token {
 struct payload {
 	struct token t[TOKENS_MAX];
 	int nr;
+	int alg;	/* algorithm= of the valid payload it began as */
 	unsigned char b[BUF_MAX];
 	size_t len;
 };
@@ -246,12 +302,34 @@ static void random_hex(char *out, int n)
 	out[n] = '\0';
 }
 
-static void hex_token(struct token *t, const char *name)
+/* key= or tweak= of the length alg wants. */
+static void hex_token(struct token *t, const char *name, int alg)
 {
-	char hex[33];
+	char hex[65];
 
-	random_hex(hex, 32);
+	random_hex(hex, alg_digits[alg]);
 	token_set(t, name, hex);
+}
+
+/*
+ * An activated algorithm, each as likely; without a draw when there is
+ * one, so that on a platform of aes-xts-128 alone the payloads are those
+ * of before issue 18.
+ */
+static int random_algorithm(void)
+{
+	int active[ALG_NR], n = 0, a;
+
+	for (a = 0; a < ALG_NR; a++)
+		if (alg_active(a))
+			active[n++] = a;
+	return n > 1 ? active[below(n)] : mktme_algorithm();
+}
+
+/* The algorithm of another key length than alg's. */
+static int other_algorithm(int alg)
+{
+	return alg == ALG_128 ? ALG_256 : ALG_128;
 }
 
 /* A valid payload's options, in random order. */
@@ -261,13 +339,14 @@ static void valid_tokens(struct payload *p)
 	struct token tmp;
 
 	p->nr = 0;
+	p->alg = random_algorithm();
 	token_set(&p->t[p->nr++], "type", ref_types[type]);
 	if (type == T_USER || type == T_CPU)
-		token_set(&p->t[p->nr++], "algorithm", "aes-xts-128");
+		token_set(&p->t[p->nr++], "algorithm", alg_names[p->alg]);
 	if (type == T_USER || (type == T_CPU && chance(50)))
-		hex_token(&p->t[p->nr++], "key");
+		hex_token(&p->t[p->nr++], "key", p->alg);
 	if (type == T_USER || (type == T_CPU && chance(50)))
-		hex_token(&p->t[p->nr++], "tweak");
+		hex_token(&p->t[p->nr++], "tweak", p->alg);
 	for (i = p->nr - 1; i > 0; i--) {
 		j = below(i + 1);
 		tmp = p->t[i];
@@ -334,6 +413,52 @@ enum {
 	M_FORBIDDEN, M_EQUALS, M_CASE, M_NR
 };
 
+/*
+ * A wrong value of algorithm= for a payload of alg, number i of 10: the
+ * other algorithm's name (valid where the platform has activated it: the
+ * length of key= and tweak= decides), or alg's name changed.
+ */
+static void bad_algorithm(char *out, size_t size, int alg, unsigned int i)
+{
+	const char *name = alg_names[alg];
+	size_t n = strlen(name), k;
+
+	switch (i) {
+	case 0:
+		snprintf(out, size, "%s", alg_names[other_algorithm(alg)]);
+		break;
+	case 1: /* "AES-XTS-128" */
+		for (k = 0; k <= n && k < size; k++)
+			out[k] = name[k] >= 'a' && name[k] <= 'z' ?
+				 name[k] - ('a' - 'A') : name[k];
+		break;
+	case 2:
+		snprintf(out, size, "%s\r", name);
+		break;
+	case 3: /* "aes_xts_128" */
+		for (k = 0; k <= n && k < size; k++)
+			out[k] = name[k] == '-' ? '_' : name[k];
+		break;
+	case 4:
+		out[0] = '\0';
+		break;
+	case 5:
+		snprintf(out, size, "aes-xts");
+		break;
+	case 6:
+		snprintf(out, size, "%s0", name);
+		break;
+	case 7:
+		snprintf(out, size, "%s,", name);
+		break;
+	case 8: /* "aes-xts-12" */
+		snprintf(out, size, "%.*s", (int)n - 1, name);
+		break;
+	default:
+		snprintf(out, size, "xts");
+	}
+}
+
 static void mutate_token(struct payload *p, int m)
 {
 	static const char *const unknown[] = {
@@ -345,24 +470,26 @@ static void mutate_token(struct payload *p, int m)
 		"User", "CPU", "Clear", "no_encrypt", "noencrypt", "no-Encrypt",
 		"random", "", "cpu,", "clear\r", "user\v", "cpu\\", "userx", "c",
 	};
-	static const char *const bad_algorithms[] = {
-		"aes-xts-256", "AES-XTS-128", "aes-xts-128\r", "aes_xts_128", "",
-		"aes-xts", "aes-xts-1280", "aes-xts-128,", "aes-xts-12", "xts",
-	};
 	static const char not_hex[] = "gGxXzZ-+.:;/'\"\\\x7f\x80\xc3\xff\r\v\f";
 	const char *name;
 	struct token *t;
-	char hex[80];
-	int i, n;
+	char hex[TOKEN_MAX];
+	int i, n, d = alg_digits[p->alg];
 
 	if (!p->nr)
 		return;
 	switch (m) {
 	case M_HEX_LENGTH:
-		/* key= or tweak= of 0 to 64 digits, most often 28 to 36 */
-		n = below(8) ? 32 + (int)below(9) - 4 : (int)below(65);
-		if (n == 32)
-			n = chance(50) ? 31 : 33;
+		/*
+		 * key= or tweak= of 0 to d + 32 digits, most often d - 4 to
+		 * d + 4, never d (the algorithm's 32 or 64); where
+		 * aes-xts-256 is activated, also the other algorithm's length.
+		 */
+		n = below(8) ? d + (int)below(9) - 4 : (int)below(d + 33);
+		if (n == d)
+			n = chance(50) ? d - 1 : d + 1;
+		if (alg_active(ALG_256) && chance(20))
+			n = alg_digits[other_algorithm(p->alg)];
 		random_hex(hex, n);
 		name = chance(50) ? "key" : "tweak";
 		i = find_token(p, name);
@@ -383,7 +510,7 @@ static void mutate_token(struct payload *p, int m)
 		if (p->nr < TOKENS_MAX) {
 			p->t[p->nr] = *any_token(p);
 			if (chance(30) && find_token(p, "key") >= 0)
-				hex_token(&p->t[p->nr], "key");
+				hex_token(&p->t[p->nr], "key", p->alg);
 			p->nr++;
 		}
 		break;
@@ -405,24 +532,25 @@ static void mutate_token(struct payload *p, int m)
 			i = find_token(p, "type");
 		if (i < 0)
 			break;
-		if (p->t[i].s[0] == 't')
+		if (p->t[i].s[0] == 't') {
 			token_set(&p->t[i], "type", bad_types[below(ARRAY_SIZE(bad_types))]);
-		else
-			token_set(&p->t[i], "algorithm",
-				  bad_algorithms[below(ARRAY_SIZE(bad_algorithms))]);
+		} else {
+			bad_algorithm(hex, sizeof(hex), p->alg, below(10));
+			token_set(&p->t[i], "algorithm", hex);
+		}
 		break;
 	case M_FORBIDDEN:
 		p->nr = 0;
 		token_set(&p->t[p->nr++], "type", chance(50) ? "clear" : "no-encrypt");
 		switch (below(3)) {
 		case 0:
-			token_set(&p->t[p->nr++], "algorithm", "aes-xts-128");
+			token_set(&p->t[p->nr++], "algorithm", alg_names[p->alg]);
 			break;
 		case 1:
-			hex_token(&p->t[p->nr++], "key");
+			hex_token(&p->t[p->nr++], "key", p->alg);
 			break;
 		default:
-			hex_token(&p->t[p->nr++], "tweak");
+			hex_token(&p->t[p->nr++], "tweak", p->alg);
 		}
 		break;
 	case M_EQUALS:
@@ -836,15 +964,16 @@ int main(int argc, char **argv)
 			(uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	static struct payload p;
 	double start, took;
-	int c, all_classes = 1;
+	size_t doc_valid, doc_invalid;
+	int c, all_classes = 1, agrees;
 
 	if (count < 1)
 		count = 100000;
 	plan(11);
 	require_mktme();
-	ok(reference_self_test(),
-	   "the reference parser agrees with mktme_keys.rst's examples (%zu valid, %zu invalid)",
-	   ARRAY_SIZE(doc_valid), ARRAY_SIZE(doc_invalid));
+	agrees = reference_self_test(&doc_valid, &doc_invalid);
+	ok(agrees, "the reference parser agrees with mktme_keys.rst's examples (%zu valid, %zu invalid)",
+	   doc_valid, doc_invalid);
 	keyids = mktme_sysfs("nr_keyids");
 	before = settled_keyids_in_use();
 	diag("seed %#llx, %ld payloads (rerun: ./fuzz %ld %#llx)",

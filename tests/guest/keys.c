@@ -2,6 +2,13 @@
 /*
  * The mktme key type: payloads add_key() accepts and refuses, the
  * capability check, what keyctl read/describe give away, and update.
+ *
+ * The algorithms (issue 18): the cases that name none use aes-xts-128
+ * where the platform has activated it (/sys/kernel/mm/mktme/algorithms;
+ * without that file, aes-xts-128 alone), as before issue 18, else
+ * aes-xts-256 with 64-digit keys. The cases of each algorithm's key
+ * lengths run where it is activated and skip elsewhere; the algorithm that
+ * is not activated must give EINVAL (skipped where both are).
  */
 #include <grp.h>
 #include <linux/capability.h>
@@ -11,25 +18,41 @@
 
 #include "mktme.h"
 
-#define ALG " algorithm=aes-xts-128"
-
+/*
+ * Payloads and their names are written for an algorithm with these words,
+ * which expand() replaces:
+ *   {alg}     its name: aes-xts-128 (the one of before issue 18) or
+ *             aes-xts-256
+ *   {key}     its number of digits (32 or 64) of HEX64 (HEX32 for 128)
+ *   {KEY}     the same in upper case
+ *   {tweak}   its number of digits of HEX64_B (HEX32_B for 128)
+ *   {key-1}   {key} without its first digit: one digit too few
+ *   {key-2}   {key} without its first two digits
+ *   {key+1}   {key} and a "0": one digit too many
+ *   {keyg}    {key} with a "g" for its 20th digit: not hexadecimal
+ *   {d-2} {d-1} {d+1}   its number of digits, less 2, less 1, plus 1
+ * valid[] and invalid[] are for mktme_algorithm() (aes-xts-128 where the
+ * platform activates it: then they are the payloads of before issue 18,
+ * byte for byte); alg_cases[] name their algorithm.
+ */
 struct payload {
 	const char *what, *payload;
 };
 
 static const struct payload valid[] = {
-	{ "cpu", "type=cpu" ALG },
-	{ "cpu, options in another order", "algorithm=aes-xts-128 type=cpu" },
-	{ "cpu with key entropy", "type=cpu" ALG " key=" HEX32 },
-	{ "cpu with tweak entropy", "type=cpu" ALG " tweak=" HEX32 },
+	{ "cpu", "type=cpu algorithm={alg}" },
+	{ "cpu, options in another order", "algorithm={alg} type=cpu" },
+	{ "cpu with key entropy", "type=cpu algorithm={alg} key={key}" },
+	{ "cpu with tweak entropy", "type=cpu algorithm={alg} tweak={key}" },
 	{ "cpu with key and tweak entropy",
-	  "type=cpu" ALG " key=" HEX32 " tweak=" HEX32_B },
-	{ "user", USER_KEY },
+	  "type=cpu algorithm={alg} key={key} tweak={tweak}" },
+	{ "user", "type=user algorithm={alg} key={key} tweak={tweak}" },
 	{ "user, tab and newline separated",
-	  "type=user\talgorithm=aes-xts-128\nkey=" HEX32 "\ntweak=" HEX32_B },
+	  "type=user\talgorithm={alg}\nkey={key}\ntweak={tweak}" },
 	{ "user, upper-case hex",
-	  "type=user" ALG " key=00112233445566778899AABBCCDDEEFF tweak=" HEX32_B },
-	{ "surrounding and repeated white space", " \ttype=cpu  \t" ALG "\n" },
+	  "type=user algorithm={alg} key={KEY} tweak={tweak}" },
+	{ "surrounding and repeated white space",
+	  " \ttype=cpu  \t algorithm={alg}\n" },
 	{ "clear", "type=clear" },
 	{ "no-encrypt", "type=no-encrypt" },
 };
@@ -37,37 +60,127 @@ static const struct payload valid[] = {
 static const struct payload invalid[] = {
 	{ "empty", "" },
 	{ "white space only", " \t\n" },
-	{ "no type", "algorithm=aes-xts-128" },
-	{ "empty type", "type=" ALG },
-	{ "unknown type", "type=bogus" ALG },
+	{ "no type", "algorithm={alg}" },
+	{ "empty type", "type= algorithm={alg}" },
+	{ "unknown type", "type=bogus algorithm={alg}" },
 	{ "cpu without algorithm", "type=cpu" },
-	{ "cpu with aes-xts-256", "type=cpu algorithm=aes-xts-256" },
+	{ "cpu with an unknown algorithm (aes-xts-512)",
+	  "type=cpu algorithm=aes-xts-512" },
 	{ "empty algorithm", "type=cpu algorithm=" },
-	{ "user without tweak", "type=user" ALG " key=" HEX32 },
-	{ "user without key", "type=user" ALG " tweak=" HEX32 },
-	{ "user without algorithm", "type=user key=" HEX32 " tweak=" HEX32 },
-	{ "clear with algorithm", "type=clear" ALG },
-	{ "clear with key", "type=clear key=" HEX32 },
-	{ "clear with tweak", "type=clear tweak=" HEX32 },
-	{ "no-encrypt with algorithm", "type=no-encrypt" ALG },
-	{ "no-encrypt with key", "type=no-encrypt key=" HEX32 },
-	{ "no-encrypt with tweak", "type=no-encrypt tweak=" HEX32 },
+	{ "user without tweak", "type=user algorithm={alg} key={key}" },
+	{ "user without key", "type=user algorithm={alg} tweak={key}" },
+	{ "user without algorithm", "type=user key={key} tweak={key}" },
+	{ "clear with algorithm", "type=clear algorithm={alg}" },
+	{ "clear with key", "type=clear key={key}" },
+	{ "clear with tweak", "type=clear tweak={key}" },
+	{ "no-encrypt with algorithm", "type=no-encrypt algorithm={alg}" },
+	{ "no-encrypt with key", "type=no-encrypt key={key}" },
+	{ "no-encrypt with tweak", "type=no-encrypt tweak={key}" },
 	{ "bare no-encrypt (the seed's example)", "no-encrypt" },
-	{ "comma separated", "type=cpu,algorithm=aes-xts-128" },
-	{ "duplicate type", "type=cpu type=cpu" ALG },
-	{ "duplicate algorithm", "type=cpu" ALG ALG },
-	{ "duplicate key", "type=cpu" ALG " key=" HEX32 " key=" HEX32 },
-	{ "duplicate tweak", "type=cpu" ALG " tweak=" HEX32 " tweak=" HEX32 },
-	{ "unknown option", "type=cpu" ALG " foo=bar" },
-	{ "option without =", "type=cpu" ALG " key" },
-	{ "empty key", "type=cpu" ALG " key=" },
-	{ "31 hex digits", "type=cpu" ALG " key=0112233445566778899aabbccddeeff" },
-	{ "33 hex digits", "type=cpu" ALG " key=" HEX32 "0" },
-	{ "not hex", "type=user" ALG " key=0011223344556677889gaabbccddeeff"
-		     " tweak=" HEX32 },
-	{ "30 hex digits of tweak", "type=user" ALG " key=" HEX32
-				    " tweak=112233445566778899aabbccddeeff" },
+	{ "comma separated", "type=cpu,algorithm={alg}" },
+	{ "duplicate type", "type=cpu type=cpu algorithm={alg}" },
+	{ "duplicate algorithm", "type=cpu algorithm={alg} algorithm={alg}" },
+	{ "duplicate key", "type=cpu algorithm={alg} key={key} key={key}" },
+	{ "duplicate tweak",
+	  "type=cpu algorithm={alg} tweak={key} tweak={key}" },
+	{ "unknown option", "type=cpu algorithm={alg} foo=bar" },
+	{ "option without =", "type=cpu algorithm={alg} key" },
+	{ "empty key", "type=cpu algorithm={alg} key=" },
+	{ "{d-1} hex digits", "type=cpu algorithm={alg} key={key-1}" },
+	{ "{d+1} hex digits", "type=cpu algorithm={alg} key={key+1}" },
+	{ "not hex", "type=user algorithm={alg} key={keyg} tweak={key}" },
+	{ "{d-2} hex digits of tweak",
+	  "type=user algorithm={alg} key={key} tweak={key-2}" },
 };
+
+/*
+ * The key lengths of issue 18, each for its algorithm: run where the
+ * platform has activated it, skipped elsewhere (where the algorithm alone
+ * would be refused).
+ */
+static const struct alg_case {
+	const char *what;
+	int alg, valid;
+	const char *payload;
+} alg_cases[] = {
+	{ "user, aes-xts-256: 64-digit key and tweak", ALG_256, 1,
+	  "type=user algorithm={alg} key={key} tweak={tweak}" },
+	{ "user, aes-xts-256, upper-case hex", ALG_256, 1,
+	  "type=user algorithm={alg} key={KEY} tweak={tweak}" },
+	{ "cpu, aes-xts-256 with 64-digit key and tweak entropy", ALG_256, 1,
+	  "type=cpu algorithm={alg} key={key} tweak={tweak}" },
+	{ "user, algorithm=aes-xts-256 after key= and tweak=", ALG_256, 1,
+	  "key={key} tweak={tweak} type=user algorithm={alg}" },
+	{ "user, algorithm=aes-xts-128 after key= and tweak=", ALG_128, 1,
+	  "key={key} tweak={tweak} type=user algorithm={alg}" },
+	{ "user, aes-xts-256 with a 32-digit key and tweak", ALG_256, 0,
+	  "type=user algorithm={alg} key=" HEX32 " tweak=" HEX32_B },
+	{ "user, aes-xts-256 with a 32-digit tweak", ALG_256, 0,
+	  "type=user algorithm={alg} key={key} tweak=" HEX32_B },
+	{ "cpu, aes-xts-256 with a 32-digit key", ALG_256, 0,
+	  "type=cpu algorithm={alg} key=" HEX32 },
+	{ "algorithm=aes-xts-256 after a 32-digit key and tweak", ALG_256, 0,
+	  "key=" HEX32 " tweak=" HEX32_B " type=user algorithm={alg}" },
+	{ "aes-xts-256, 63 hex digits", ALG_256, 0,
+	  "type=cpu algorithm={alg} key={key-1}" },
+	{ "aes-xts-256, 65 hex digits", ALG_256, 0,
+	  "type=cpu algorithm={alg} key={key+1}" },
+	{ "user, aes-xts-128 with a 64-digit key and tweak", ALG_128, 0,
+	  "type=user algorithm={alg} key=" HEX64 " tweak=" HEX64_B },
+	{ "cpu, aes-xts-128 with a 64-digit key", ALG_128, 0,
+	  "type=cpu algorithm={alg} key=" HEX64 },
+	{ "algorithm=aes-xts-128 after a 64-digit key", ALG_128, 0,
+	  "key=" HEX64 " type=cpu algorithm={alg}" },
+};
+
+#define EXPANDED_MAX 512
+
+/* tmpl with the words above for algorithm alg, into buf: buf. */
+static const char *expand(char *buf, const char *tmpl, int alg)
+{
+	int d = alg_digits[alg], i;
+	char key[72], upper[72], tweak[72], plus1[80], g[80], n[3][16];
+	const struct {
+		const char *word, *with;
+	} words[] = {
+		{ "{alg}", alg_names[alg] }, { "{key}", key }, { "{KEY}", upper },
+		{ "{tweak}", tweak }, { "{key-1}", key + 1 }, { "{key-2}", key + 2 },
+		{ "{key+1}", plus1 }, { "{keyg}", g }, { "{d-2}", n[0] },
+		{ "{d-1}", n[1] }, { "{d+1}", n[2] },
+	};
+	size_t len = 0, w, wl;
+	const char *with;
+
+	snprintf(key, sizeof(key), "%.*s", d, HEX64);
+	snprintf(tweak, sizeof(tweak), "%.*s", d, HEX64_B);
+	snprintf(plus1, sizeof(plus1), "%s0", key);
+	snprintf(g, sizeof(g), "%s", key);
+	g[19] = 'g';
+	for (i = 0; i <= d; i++)
+		upper[i] = key[i] >= 'a' && key[i] <= 'f' ? key[i] - ('a' - 'A') : key[i];
+	snprintf(n[0], sizeof(n[0]), "%d", d - 2);
+	snprintf(n[1], sizeof(n[1]), "%d", d - 1);
+	snprintf(n[2], sizeof(n[2]), "%d", d + 1);
+	while (*tmpl) {
+		for (w = 0; w < ARRAY_SIZE(words); w++)
+			if (!strncmp(tmpl, words[w].word, strlen(words[w].word)))
+				break;
+		if (w < ARRAY_SIZE(words)) {
+			with = words[w].with;
+			wl = strlen(with);
+			tmpl += strlen(words[w].word);
+		} else {
+			with = tmpl++;
+			wl = 1;
+		}
+		if (len + wl >= EXPANDED_MAX)
+			bail_out("keys.c: a payload longer than %d bytes", EXPANDED_MAX);
+		memcpy(buf + len, with, wl);
+		len += wl;
+	}
+	buf[len] = '\0';
+	return buf;
+}
 
 /*
  * Invalidate a key and wait until its KeyID is back in the pool: the key
@@ -116,6 +229,56 @@ static void add_with_nul(const char *what, const char *payload, size_t len)
 	is_errno(key, EINVAL, "add_key refuses %s: EINVAL", what);
 	if (key > 0)
 		drop_key(key, before);
+}
+
+/* The cases of alg_cases[], run or skipped. */
+static void test_alg_cases(void)
+{
+	char payload[EXPANDED_MAX], why[300];
+	const struct alg_case *c;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(alg_cases); i++) {
+		c = &alg_cases[i];
+		if (!alg_active(c->alg)) {
+			snprintf(why, sizeof(why), "%s is not activated: algorithms %s",
+				 alg_names[c->alg], mktme_algorithms_text());
+			skip(why, "add_key %s %s%s", c->valid ? "accepts" : "refuses",
+			     c->what, c->valid ? "" : ": EINVAL");
+		} else if (c->valid) {
+			add_valid(c->what, expand(payload, c->payload, c->alg));
+		} else {
+			add_invalid(c->what, expand(payload, c->payload, c->alg));
+		}
+	}
+}
+
+/*
+ * An algorithm the kernel knows but the platform has not activated: EINVAL
+ * (before issue 18, aes-xts-256 on every platform), for a cpu key and for
+ * a user key with that algorithm's key length. Skipped where both are.
+ */
+static void test_not_activated(void)
+{
+	static const char *const payloads[] = {
+		"type=cpu algorithm={alg}",
+		"type=user algorithm={alg} key={key} tweak={tweak}",
+	};
+	char buf[EXPANDED_MAX], why[300], what[64];
+	int alg = alg_active(ALG_256) ? ALG_128 : ALG_256;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(payloads); i++) {
+		snprintf(what, sizeof(what), "%s with %s, not activated",
+			 i ? "user" : "cpu", alg_names[alg]);
+		if (alg_active(alg)) {
+			snprintf(why, sizeof(why), "both algorithms are activated: %s",
+				 mktme_algorithms_text());
+			skip(why, "add_key refuses %s: EINVAL", what);
+		} else {
+			add_invalid(what, expand(buf, payloads[i], alg));
+		}
+	}
 }
 
 /* A cpu key padded with spaces to len bytes. */
@@ -204,11 +367,13 @@ static void test_read_describe(void)
 	int shown = 0;
 	FILE *f;
 
-	ok(key > 0, "add a user key (key " HEX32 ")");
+	ok(key > 0, "add a user key (key %.*s)", alg_digits[mktme_algorithm()],
+	   HEX64);
 	is_errno(keyctl_read(key, buf, sizeof(buf)), EOPNOTSUPP,
 		 "KEYCTL_READ of a mktme key: EOPNOTSUPP");
 	if (keyctl_describe_alloc(key, &desc) < 0)
 		desc = NULL;
+	/* HEX32 and HEX32_B begin the key and tweak of every algorithm. */
 	if (!ok(desc && !strncmp(desc, "mktme;", 6) &&
 		strlen(desc) > 12 && !strcmp(desc + strlen(desc) - 12, ";secret-name") &&
 		!strstr(desc, HEX32) && !strstr(desc, HEX32_B),
@@ -240,12 +405,13 @@ static long update(key_serial_t key, const char *payload)
 static void test_update(void)
 {
 	key_serial_t key = mktme_add("update", CPU_KEY);
-	char *p = map_anon(PAGE, MAP_PRIVATE);
+	char *p = map_anon(PAGE, MAP_PRIVATE), bad[EXPANDED_MAX];
 	long keyid;
 
 	ok(key > 0 && update(key, USER_KEY) == 0,
 	   "update cpu -> user with no memory mapped: success");
-	is_errno(update(key, "type=user" ALG " key=" HEX32), EINVAL,
+	is_errno(update(key, expand(bad, "type=user algorithm={alg} key={key}",
+				    mktme_algorithm())), EINVAL,
 		 "update with an invalid payload: EINVAL");
 	keyid = encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key) ? -3 :
 		keyid_of(p);
@@ -349,16 +515,24 @@ static void test_revoke(void)
 
 int main(void)
 {
-	char big[1026];
+	char big[1026], what[EXPANDED_MAX], payload[EXPANDED_MAX];
+	int alg = mktme_algorithm();
 	size_t i;
 
-	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + 2 + 2 + 5 + 4 + 8 + 3 + 6);
+	plan(1 + ARRAY_SIZE(valid) + ARRAY_SIZE(invalid) + ARRAY_SIZE(alg_cases) +
+	     2 + 2 + 2 + 5 + 4 + 8 + 3 + 6);
 	require_mktme();
+	diag("the payloads of the cases not named by algorithm: %s",
+	     alg_names[alg]);
 
 	for (i = 0; i < ARRAY_SIZE(valid); i++)
-		add_valid(valid[i].what, valid[i].payload);
+		add_valid(expand(what, valid[i].what, alg),
+			  expand(payload, valid[i].payload, alg));
 	for (i = 0; i < ARRAY_SIZE(invalid); i++)
-		add_invalid(invalid[i].what, invalid[i].payload);
+		add_invalid(expand(what, invalid[i].what, alg),
+			    expand(payload, invalid[i].payload, alg));
+	test_alg_cases();
+	test_not_activated();
 	padded(big, 1024);
 	add_valid("a payload of 1024 bytes", big);
 	padded(big, 1025);

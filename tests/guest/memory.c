@@ -2,9 +2,10 @@
 /*
  * Encrypted anonymous memory behaves as memory: zero-filled, reads back,
  * fork/COW, shared anonymous memory refused, mremap, MADV_DONTNEED/MADV_FREE,
- * THP, the vmstat counters of KeyID changes, and keys invalidated or revoked
+ * transparent huge pages (fault, split, COW, MADV_COLLAPSE), the vmstat counters of KeyID changes, and keys invalidated or revoked
  * while it is mapped.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -144,21 +145,116 @@ static void test_madvise(void)
 	munmap(p, N * PAGE);
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; glibc 2.36 does not name it */
+#endif
+#define HUGE (2UL << 20)
+
+/* n huge pages' worth at a 2 MiB boundary, encrypted with key; *m to unmap. */
+static char *encrypted_huge(size_t n, int advice, char **m)
+{
+	char *p;
+
+	*m = map_anon((n + 1) * HUGE, MAP_PRIVATE);
+	p = (char *)(((uintptr_t)*m + HUGE - 1) & ~(HUGE - 1));
+	if (!*m || madvise(p, n * HUGE, advice) ||
+	    encrypt_mprotect(p, n * HUGE, RW, key))
+		bail_out("THP region: %s", strerror(errno));
+	return p;
+}
+
+/*
+ * Transparent huge pages in encrypted memory: a fault, MADV_COLLAPSE of
+ * 4 KiB pages, a split, and copy-on-write of a huge page; the data and
+ * the KeyID stay. (tests/guest/mm.c has the host's view and khugepaged.)
+ */
+#define SPLIT_HUGE_PAGES "/sys/kernel/debug/split_huge_pages"
+
 static void test_thp(void)
 {
-	size_t huge = 2UL << 20, len = 2 * huge;
-	char *m = map_anon(len + huge, MAP_PRIVATE);
-	char *p = (char *)(((uintptr_t)m + huge - 1) & ~(huge - 1));
+	size_t len = 2 * HUGE;
+	char *m, *p = encrypted_huge(2, MADV_HUGEPAGE, &m);
+	long k = keyid_of(p), anon;
+	int status = -1, ret, fd;
+	char split[80];
+	pid_t pid;
 
-	if (!m || madvise(p, len, MADV_HUGEPAGE) ||
-	    encrypt_mprotect(p, len, RW, key))
-		bail_out("THP region: %s", strerror(errno));
-	ok(all_zero(p, len) && keyid_of(p) > 0,
-	   "4 MiB with MADV_HUGEPAGE read as zeros (AnonHugePages %ld kB)",
-	   smaps_field(0, p, "AnonHugePages"));
+	/* A write fault first: a read would map the huge zero page */
+	p[0] = 1;
+	p[HUGE] = 1;
+	ok(all_zero(p + 1, HUGE - 1) && all_zero(p + HUGE + 1, HUGE - 1) &&
+	   k > 0,
+	   "THP: 4 MiB with MADV_HUGEPAGE, a byte written in each 2 MiB: the rest reads as zeros, KeyID %ld",
+	   k);
 	fill(p, len, 11);
-	ok(mismatch(p, len, 11) == -1, "and read back what is written");
-	munmap(m, len + huge);
+	anon = smaps_field(0, p, "AnonHugePages");
+	ok(anon >= 2048 && mismatch(p, len, 11) == -1,
+	   "THP: written, it is backed by huge pages (AnonHugePages %ld kB) and reads back",
+	   anon);
+
+	/* A 4 KiB page made read-only splits the huge PMD */
+	ret = mprotect(p + PAGE, PAGE, PROT_READ);
+	ok(!ret && mismatch(p, len, 11) == -1 && keyid_of(p) == k &&
+	   keyid_of(p + PAGE) == k,
+	   "THP split by mprotect() of one 4 KiB page: the data reads back, KeyID %ld (AnonHugePages %ld kB)",
+	   keyid_of(p + PAGE), smaps_field(0, p + 2 * PAGE, "AnonHugePages"));
+	munmap(m, len + HUGE);
+
+	/* Copy-on-write of a huge page: the child writes, the parent keeps */
+	p = encrypted_huge(1, MADV_HUGEPAGE, &m);
+	fill(p, HUGE, 12);
+	anon = smaps_field(0, p, "AnonHugePages");
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int bad = mismatch(p, HUGE, 12) != -1;
+
+		fill(p + HUGE / 2, PAGE, 13);
+		bad |= (mismatch(p + HUGE / 2, PAGE, 13) != -1) << 1;
+		bad |= (mismatch(p, HUGE / 2, 12) != -1) << 2;
+		_exit(bad);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		status = -1;
+	ok(anon == 2048 && status == 0 && mismatch(p, HUGE, 12) == -1 &&
+	   keyid_of(p) == k,
+	   "THP copy-on-write: a child's write to a huge page (AnonHugePages %ld kB) is its own, both read their data (child status 0x%x)",
+	   anon, status);
+	munmap(m, 2 * HUGE);
+
+	/* MADV_COLLAPSE of 4 KiB pages into a huge page of the KeyID */
+	p = encrypted_huge(1, MADV_NOHUGEPAGE, &m);
+	fill(p, HUGE, 14);
+	anon = smaps_field(0, p, "AnonHugePages");
+	ret = madvise(p, HUGE, MADV_HUGEPAGE) ? -1 : madvise(p, HUGE, MADV_COLLAPSE);
+	ok(anon == 0 && ret == 0 &&
+	   smaps_field(0, p, "AnonHugePages") == 2048 &&
+	   mismatch(p, HUGE, 14) == -1 && keyid_of(p) == k,
+	   "MADV_COLLAPSE: 512 encrypted 4 KiB pages (AnonHugePages %ld kB) become one huge page (%s; AnonHugePages %ld kB) with the data and KeyID %ld",
+	   anon, ret ? strerror(errno) : "0", smaps_field(0, p, "AnonHugePages"),
+	   keyid_of(p));
+
+	/*
+	 * A split of the huge page itself, not only of its mapping: debugfs
+	 * split_huge_pages splits the folio and maps its 4 KiB pages again
+	 * (remap_page()), each with the KeyID it keeps in page_ext.
+	 */
+	anon = smaps_field(0, p, "AnonHugePages");
+	snprintf(split, sizeof(split), "%d,%#lx,%#lx", getpid(),
+		 (unsigned long)p, (unsigned long)(p + HUGE));
+	fd = open(SPLIT_HUGE_PAGES, O_WRONLY);
+	if (fd < 0) {
+		skip(strerror(errno), "THP split: %s", SPLIT_HUGE_PAGES);
+	} else {
+		ret = write(fd, split, strlen(split)) == (ssize_t)strlen(split);
+		close(fd);
+		ok(ret && anon == 2048 &&
+		   smaps_field(0, p, "AnonHugePages") == 0 &&
+		   mismatch(p, HUGE, 14) == -1 && keyid_of(p) == k,
+		   "THP split by split_huge_pages: the huge page (AnonHugePages %ld kB) becomes 4 KiB pages (%ld kB) with the data and KeyID %ld",
+		   anon, smaps_field(0, p, "AnonHugePages"), keyid_of(p));
+	}
+	munmap(m, 2 * HUGE);
 }
 
 /*
@@ -235,7 +331,7 @@ int main(void)
 {
 	int local = 0, vmas, bad;
 
-	plan(1 + 8 + 2 + 4 + 5 + 2 + 2 + 5 + 2);
+	plan(1 + 8 + 2 + 4 + 5 + 6 + 2 + 5 + 2);
 	require_mktme();
 	key = mktme_add("memory", CPU_KEY);
 	if (key == -1)

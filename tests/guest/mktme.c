@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -24,6 +25,78 @@ key_serial_t mktme_add(const char *desc, const char *payload)
 {
 	return add_key("mktme", desc, payload, strlen(payload),
 		       KEY_SPEC_PROCESS_KEYRING);
+}
+
+const char *const alg_names[ALG_NR] = { "aes-xts-128", "aes-xts-256" };
+const int alg_digits[ALG_NR] = { 32, 64 };
+
+static unsigned int algorithms;
+static char algorithms_text[256];
+static pthread_once_t algorithms_once = PTHREAD_ONCE_INIT;
+
+static void read_algorithms(void)
+{
+	char line[128], *name, *save;
+	FILE *f = fopen(MKTME_ALGORITHMS, "r");
+	int a;
+
+	if (!f) {
+		algorithms = ALG_BIT(ALG_128);
+		snprintf(algorithms_text, sizeof(algorithms_text),
+			 "%s (no " MKTME_ALGORITHMS ")", alg_names[ALG_128]);
+		return;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	snprintf(algorithms_text, sizeof(algorithms_text),
+		 "\"%s\" (" MKTME_ALGORITHMS ")", line);
+	for (name = strtok_r(line, " \t", &save); name;
+	     name = strtok_r(NULL, " \t", &save))
+		for (a = 0; a < ALG_NR; a++)
+			if (!strcmp(name, alg_names[a]))
+				algorithms |= ALG_BIT(a);
+}
+
+unsigned int mktme_algorithms(void)
+{
+	int err = errno;
+
+	pthread_once(&algorithms_once, read_algorithms);
+	errno = err;
+	return algorithms;
+}
+
+const char *mktme_algorithms_text(void)
+{
+	mktme_algorithms();
+	return algorithms_text;
+}
+
+int mktme_algorithm(void)
+{
+	return alg_active(ALG_128) || !alg_active(ALG_256) ? ALG_128 : ALG_256;
+}
+
+const char *mktme_cpu_key(void)
+{
+	static const char *const cpu[ALG_NR] = {
+		"type=cpu algorithm=aes-xts-128",
+		"type=cpu algorithm=aes-xts-256",
+	};
+
+	return cpu[mktme_algorithm()];
+}
+
+const char *mktme_user_key(void)
+{
+	static const char *const user[ALG_NR] = {
+		"type=user algorithm=aes-xts-128 key=" HEX32 " tweak=" HEX32_B,
+		"type=user algorithm=aes-xts-256 key=" HEX64 " tweak=" HEX64_B,
+	};
+
+	return user[mktme_algorithm()];
 }
 
 long read_long(const char *path)

@@ -16,11 +16,61 @@
 
 #define SYS_encrypt_mprotect 335 /* x86-64 */
 #define PAGE 4096UL
-#define CPU_KEY "type=cpu algorithm=aes-xts-128"
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * The encryption algorithms of the mktme key type, in the order that
+ * /sys/kernel/mm/mktme/algorithms lists the activated ones (issue 18):
+ * aes-xts-128 (key= and tweak= of 32 hexadecimal digits), the seeds' only
+ * one, and aes-xts-256 (64 digits), the only one on client parts.
+ */
+enum { ALG_128, ALG_256, ALG_NR };
+#define ALG_BIT(a) (1U << (a))
+extern const char *const alg_names[ALG_NR];	/* "aes-xts-128", ... */
+extern const int alg_digits[ALG_NR];		/* 32, 64 */
+#ifndef MKTME_ALGORITHMS	/* another file: checks of this code on a host */
+#define MKTME_ALGORITHMS "/sys/kernel/mm/mktme/algorithms"
+#endif
+
+/*
+ * The algorithms the kernel activated, one ALG_BIT() each: those that
+ * MKTME_ALGORITHMS names (other names in it are left out); without that
+ * file (kernels before issue 18), ALG_BIT(ALG_128). Read once; errno is
+ * left alone. Every C test asks here, not the file; the shell tests ask
+ * tests/guest/mktme-algorithms.bash, which follows the same rule.
+ */
+unsigned int mktme_algorithms(void);
+/* What mktme_algorithms() read, for diagnostics ("aes-xts-128 (no ...)"). */
+const char *mktme_algorithms_text(void);
+static inline int alg_active(int alg)
+{
+	return !!(mktme_algorithms() & ALG_BIT(alg));
+}
+/*
+ * The algorithm of CPU_KEY and USER_KEY: aes-xts-128 when activated, so
+ * that they are the payloads of before issue 18 byte for byte, else
+ * aes-xts-256.
+ */
+int mktme_algorithm(void);
+
+/*
+ * Hexadecimal digits for key= and tweak= of n digits (n <= 64): the first
+ * n of HEX64 and HEX64_B. HEX32 and HEX32_B are those of aes-xts-128.
+ */
 #define HEX32 "00112233445566778899aabbccddeeff"
 #define HEX32_B "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
-#define USER_KEY "type=user algorithm=aes-xts-128 key=" HEX32 " tweak=" HEX32_B
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define HEX64 HEX32 "ffeeddccbbaa99887766554433221100"
+#define HEX64_B HEX32_B "f0e1d2c3b4a5968778695a4b3c2d1e0f"
+
+/*
+ * Payloads of mktme_algorithm(), static strings: "type=cpu
+ * algorithm=ALG" and "type=user algorithm=ALG key=KEY tweak=TWEAK" with
+ * the first alg_digits[] digits of HEX64 and HEX64_B.
+ */
+const char *mktme_cpu_key(void);
+const char *mktme_user_key(void);
+#define CPU_KEY mktme_cpu_key()
+#define USER_KEY mktme_user_key()
 
 long encrypt_mprotect(void *addr, size_t len, int prot, key_serial_t key);
 
@@ -203,8 +253,9 @@ static inline void require_mktme(void)
 
 	if (!ok(!why, "MKTME: /sys/kernel/mm/mktme and the mktme key type"))
 		bail_out("%s", why);
-	diag("nr_keyids %ld, keyids_in_use %ld", mktme_sysfs("nr_keyids"),
-	     settled_keyids_in_use());
+	diag("nr_keyids %ld, keyids_in_use %ld, algorithms %s",
+	     mktme_sysfs("nr_keyids"), settled_keyids_in_use(),
+	     mktme_algorithms_text());
 }
 
 #endif

@@ -35,6 +35,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/swap.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -59,7 +60,7 @@
 #define MIGRATION_POINTS (17 + NR_KINDS + 1)
 #define KSM_POINTS 8
 #define KSM_STALE_POINTS 4
-#define THP_POINTS 5
+#define THP_POINTS (NR_KINDS + 6)
 #define THP_ZERO_POINTS 4
 #define HUGETLB_POINTS 5
 #define MIGRATION_RACE_POINTS 4
@@ -1390,78 +1391,183 @@ static char *huge_aligned(char **m)
 	return (char *)(((uintptr_t)*m + HUGE - 1) & ~(HUGE - 1));
 }
 
+/*
+ * A region of one huge page's worth at a 2 MiB boundary of *m, with
+ * advice, of kind, not touched yet.
+ */
+static void region_map_huge(struct region *r, const char *kind, int advice,
+			    unsigned int seed, char **m)
+{
+	key_serial_t k = key_of(kind);
+
+	r->kind = kind;
+	r->pages = HUGE / PAGE;
+	r->seed = seed;
+	r->p = huge_aligned(m);
+	if (madvise(r->p, HUGE, advice) ||
+	    (k && encrypt_mprotect(r->p, HUGE, RW, k)))
+		bail_out("THP: %s region: %s", kind, strerror(errno));
+	r->keyid = keyid_of(r->p);
+}
+
+/* khugepaged: quick passes until the region is a huge page (<= 20 s). */
+static long khugepaged_collapses(const struct region *r, long *scans)
+{
+	long old_scan = read_long(KHUGEPAGED "scan_sleep_millisecs");
+	long old_alloc = read_long(KHUGEPAGED "alloc_sleep_millisecs");
+	long scans0 = read_long(KHUGEPAGED "full_scans"), anon = 0;
+	int t;
+
+	write_long(KHUGEPAGED "alloc_sleep_millisecs", 10);
+	write_long(KHUGEPAGED "scan_sleep_millisecs", 10);
+	for (t = 0; t < 20000; t += 100) {
+		anon = smaps_field(0, r->p, "AnonHugePages");
+		if (anon == HUGE / 1024)
+			break;
+		sleep_ms(100);
+	}
+	*scans = read_long(KHUGEPAGED "full_scans") - scans0;
+	if (old_scan >= 0)
+		write_long(KHUGEPAGED "scan_sleep_millisecs", old_scan);
+	if (old_alloc >= 0)
+		write_long(KHUGEPAGED "alloc_sleep_millisecs", old_alloc);
+	return anon;
+}
+
+/*
+ * Swap-out of a whole huge page needs a huge swap cluster, which only a
+ * non-rotational swap device has (cluster_info, set up at swapon()); the
+ * virtio-blk swap disk says it is rotational, which test_swap() wants
+ * (cluster readahead across regions of other KeyIDs). Turn the first
+ * swap area's disk non-rotational, or back, around a swapoff() and
+ * swapon(): 0, or -1 with a diagnostic.
+ */
+static int swap_set_rotational(int rotational)
+{
+	char line[512], name[256], kind[32], path[320], *base;
+	FILE *f = fopen("/proc/swaps", "r");
+	int found;
+
+	found = f && fgets(line, sizeof(line), f) &&
+		fgets(line, sizeof(line), f) &&
+		sscanf(line, "%255s %31s", name, kind) == 2 &&
+		!strcmp(kind, "partition");
+	if (f)
+		fclose(f);
+	if (!found) {
+		diag("THP swap: /proc/swaps has no swap partition first");
+		return -1;
+	}
+	base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	snprintf(path, sizeof(path), "/sys/class/block/%s/queue/rotational", base);
+	if (swapoff(name) || write_long(path, rotational) || swapon(name, 0)) {
+		diag("THP swap: swapoff, %s = %d or swapon of %s: %s", path,
+		     rotational, name, strerror(errno));
+		return -1;
+	}
+	diag("THP swap: %s is %srotational for swapon()", name,
+	     rotational ? "" : "non-");
+	return 0;
+}
+
+/*
+ * Reclaim of an encrypted huge page splits it first (its swap I/O goes
+ * through a bounce page per 4 KiB page), and writes its plaintext out; a
+ * KeyID-0 huge page on the same swap area is swapped out whole, which
+ * shows that the area could have taken the encrypted one whole too.
+ */
+static void thp_swap(const struct region *enc, const struct region *plain)
+{
+	long swpout = vmstat("thp_swpout"), fallback = vmstat("thp_swpout_fallback");
+	long d_swpout, d_fallback;
+	uint64_t e[HUGE / PAGE], pe[HUGE / PAGE];
+	int sw, psw, present, checked = 0, good = 0, setup, type = -1;
+	struct swapdev dev = { .fd = -1 };
+	size_t i;
+	cpu_set_t old;
+	int pinned;
+
+	setup = !swap_set_rotational(0);
+	pinned = pin_cpu(&old, "THP swap");
+	madvise(plain->p, HUGE, MADV_PAGEOUT);
+	psw = swapped_out(plain, pe, &present);
+	d_swpout = vmstat("thp_swpout") - swpout;
+	ok(setup && psw == HUGE / PAGE && d_swpout == 1,
+	   "THP swap: control: MADV_PAGEOUT swaps a KeyID-0 huge page out whole (%d of %lu pages swapped, thp_swpout +%ld)",
+	   psw, HUGE / PAGE, d_swpout);
+
+	swpout = vmstat("thp_swpout");
+	madvise(enc->p, HUGE, MADV_PAGEOUT);
+	sw = swapped_out(enc, e, &present);
+	d_swpout = vmstat("thp_swpout") - swpout;
+	d_fallback = vmstat("thp_swpout_fallback") - fallback;
+	ok(sw >= MOST((int)(HUGE / PAGE)) && d_swpout == 0 && d_fallback == 1,
+	   "THP swap: the encrypted huge page is split, then swapped out (%d of %lu pages swapped, %d present, thp_swpout +%ld, thp_swpout_fallback +%ld)",
+	   sw, HUGE / PAGE, present, d_swpout, d_fallback);
+	if (pinned)
+		sched_setaffinity(0, sizeof(old), &old);
+
+	if (writeback_done())
+		diag("THP swap: nr_writeback not 0 after 10 s");
+	for (i = 0; i < HUGE / PAGE && type < 0; i++)
+		if ((e[i] & (PM_SWAP | PM_PRESENT)) == PM_SWAP)
+			type = (int)(PM_PFN(e[i]) & 31);
+	if (type >= 0 && swapdev_open(&dev, (unsigned int)type))
+		diag("THP swap: cannot read swap area %d directly", type);
+	else if (type >= 0)
+		good = device_holds_plaintext(enc, e, &dev, &checked);
+	swapdev_close(&dev);
+	ok(checked > 0 && good == checked,
+	   "THP swap: the swap device holds the plaintext of the encrypted huge page's swapped pages (%d of %d do)",
+	   good, checked);
+	ok(intact(enc) && intact(plain),
+	   "THP swap: both read back, KeyID %ld and %ld", keyid_of(enc->p),
+	   keyid_of(plain->p));
+	if (setup)
+		swap_set_rotational(1);
+}
+
+/*
+ * Transparent huge pages of each kind: a fault with MADV_HUGEPAGE gives a
+ * huge page with the region's KeyID, whose RAM the host reads (encrypted:
+ * ciphertext); khugepaged collapses encrypted 4 KiB pages into one; and
+ * swap-out splits an encrypted huge page and writes its data intact.
+ */
 static void test_thp(void)
 {
-	char mode[128], *sel, *end, *m1, *m2, *p, *q;
-	long elig, anon, scans0, scans = 0, old_scan, old_alloc;
-	int first = tap_run, madv, err = 0, never, t;
+	struct region rs[NR_KINDS], c;
+	char *m[NR_KINDS], *cm, mode[128];
+	long anon, scans, collapsed;
+	int first = tap_run, i;
 
-	if (read_file(THP_DIR "enabled", mode, sizeof(mode)))
-		strcpy(mode, "[unreadable]");
-	sel = strchr(mode, '[');
-	end = sel ? strchr(sel, ']') : NULL;
-	if (sel && end) {
-		*end = '\0';
-		memmove(mode, sel + 1, strlen(sel));
+	if (!read_file(THP_DIR "enabled", mode, sizeof(mode)) &&
+	    strstr(mode, "[never]"))
+		diag("THP: enabled is [never]: the THP points fail");
+	for (i = 0; i < NR_KINDS; i++) {
+		region_map_huge(&rs[i], kinds[i], MADV_HUGEPAGE, 81 + i, &m[i]);
+		fill(rs[i].p, HUGE, rs[i].seed);
+		anon = smaps_field(0, rs[i].p, "AnonHugePages");
+		ok(anon == HUGE / 1024 && intact(&rs[i]),
+		   "THP %s: 2 MiB with MADV_HUGEPAGE, written, is a huge page (AnonHugePages %ld kB) that reads back, KeyID %ld",
+		   rs[i].kind, anon, keyid_of(rs[i].p));
 	}
-	never = !strcmp(mode, "never");
+	host_reads("THP", "thp", rs);
 
-	p = huge_aligned(&m1);
-	if (encrypt_mprotect(p, 2 * HUGE, RW, cpu_key))
-		bail_out("THP: encrypt_mprotect: %s", strerror(errno));
-	madv = madvise(p, 2 * HUGE, MADV_HUGEPAGE);
-	if (madv)
-		err = errno;
-	fill(p, 2 * HUGE, 81);
-	q = huge_aligned(&m2);
-	if (madvise(q, 2 * HUGE, MADV_HUGEPAGE))
-		diag("THP: MADV_HUGEPAGE on the plain region: %s", strerror(errno));
-	fill(q, 2 * HUGE, 82);
-	diag("THP: enabled is [%s]; MADV_HUGEPAGE on the encrypted region: %s",
-	     mode, madv ? strerror(err) : "0");
+	/* khugepaged collapses encrypted 4 KiB pages with their KeyID */
+	region_map_huge(&c, "cpu", MADV_NOHUGEPAGE, 84, &cm);
+	fill(c.p, HUGE, c.seed);
+	anon = smaps_field(0, c.p, "AnonHugePages");
+	if (madvise(c.p, HUGE, MADV_HUGEPAGE))
+		diag("THP: MADV_HUGEPAGE: %s", strerror(errno));
+	collapsed = khugepaged_collapses(&c, &scans);
+	ok(anon == 0 && collapsed == HUGE / 1024 && intact(&c),
+	   "khugepaged: 512 encrypted 4 KiB pages (AnonHugePages %ld kB) became a huge page after %ld full scans (AnonHugePages %ld kB), data and KeyID %ld",
+	   anon, scans, collapsed, keyid_of(c.p));
+	munmap(cm, 3 * HUGE);
 
-	elig = smaps_field(0, p, "THPeligible");
-	anon = smaps_field(0, p, "AnonHugePages");
-	ok(elig == 0,
-	   "THP encrypted: 4 MiB with MADV_HUGEPAGE, touched: THPeligible %ld (want 0)",
-	   elig);
-	ok(anon == 0, "THP encrypted: AnonHugePages %ld kB (want 0)", anon);
-	ok(mismatch(p, 2 * HUGE, 81) == -1 && keyid_of(p) > 0,
-	   "THP encrypted: the data reads back, KeyID %ld", keyid_of(p));
-
-	if (never) {
-		skip("THP is never: no khugepaged",
-		     "khugepaged leaves the encrypted region alone");
-		skip("THP is never", "THP control: THPeligible 1");
-	} else {
-		/* khugepaged: a few quick passes over this process. */
-		old_scan = read_long(KHUGEPAGED "scan_sleep_millisecs");
-		old_alloc = read_long(KHUGEPAGED "alloc_sleep_millisecs");
-		scans0 = read_long(KHUGEPAGED "full_scans");
-		write_long(KHUGEPAGED "alloc_sleep_millisecs", 10);
-		write_long(KHUGEPAGED "scan_sleep_millisecs", 10);
-		for (t = 0; t < 20000; t += 100) {
-			scans = read_long(KHUGEPAGED "full_scans") - scans0;
-			if (scans >= 2)
-				break;
-			sleep_ms(100);
-		}
-		if (old_scan >= 0)
-			write_long(KHUGEPAGED "scan_sleep_millisecs", old_scan);
-		if (old_alloc >= 0)
-			write_long(KHUGEPAGED "alloc_sleep_millisecs", old_alloc);
-		anon = smaps_field(0, p, "AnonHugePages");
-		ok(scans0 >= 0 && scans >= 2 && anon == 0 &&
-		   mismatch(p, 2 * HUGE, 81) == -1 && keyid_of(p) > 0,
-		   "khugepaged: %ld full scans later the encrypted region has AnonHugePages %ld kB, its data and KeyID",
-		   scans, anon);
-		elig = smaps_field(0, q, "THPeligible");
-		ok(elig == 1,
-		   "THP control: a plain 4 MiB region with MADV_HUGEPAGE is THPeligible %ld (AnonHugePages %ld kB)",
-		   elig, smaps_field(0, q, "AnonHugePages"));
-	}
-	munmap(m1, 3 * HUGE);
-	munmap(m2, 3 * HUGE);
+	thp_swap(&rs[0], &rs[NR_KINDS - 1]);
+	for (i = 0; i < NR_KINDS; i++)
+		munmap(m[i], 3 * HUGE);
 	finish(first, THP_POINTS, "THP", NULL);
 }
 

@@ -7,12 +7,14 @@
 # not run encrypted (and fails, unless it skipped). The encrypted run also
 # needs the shim to have encrypted at least one mapping.
 #
-#   selftests-vm.sh DIR     DIR holds the built selftests and encrypt_anon.so
+#   selftests-vm.sh DIR     DIR holds the built selftests and encrypt_anon.so;
+#                           mktme-algorithms.bash is next to this script
 #
 # Prints TAP. Each test runs with a time limit (MKTME_SELFTEST_TIMEOUT, 300 s).
 set -euo pipefail
-# Copied alone into the guest, without scripts/lib.sh: its print_help by
-# hand (the header above is the usage), before the argument is taken for DIR.
+# Copied into the guest without scripts/lib.sh (only mktme-algorithms.bash
+# goes with it): its print_help by hand (the header above is the usage),
+# before the argument is taken for DIR.
 case ${1-} in
 -h | --help)
 	awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"
@@ -21,6 +23,9 @@ case ${1-} in
 esac
 
 dir=${1:?usage: selftests-vm.sh DIR}
+# Copied with it: the algorithm of the key (aes-xts-128 where activated).
+# shellcheck source=tests/guest/mktme-algorithms.bash
+. "$(dirname "$0")/mktme-algorithms.bash"
 cd "$dir"
 limit=${MKTME_SELFTEST_TIMEOUT:-300}
 ksft_skip=4
@@ -35,8 +40,10 @@ ksft_skip=4
 # transhuge-stress (fill most of RAM, or loop until killed), test_hmm and
 # test_vmalloc (need test modules the ci profile does not build), gup_test
 # -ct (dumps pages into the kernel log, which vm/run counts as a report),
-# split_huge_page_test and khugepaged (THP, which encrypted VMAs do not get
-# yet; and split_huge_page_test maps with memalign()), migration (skips
+# split_huge_page_test (maps with memalign(), which the shim does not see),
+# khugepaged (its swap-in tests need swap, which this boot has none of; the
+# mm test's and the memory test's THP points collapse and split encrypted
+# huge pages), migration (skips
 # all its tests with fewer than 3 CPUs; the mm test moves encrypted pages).
 # protection_keys_64 splits hugetlb VMAs at random: it found the lock order
 # of hugetlb_split() that patch 0001 fixes.
@@ -98,7 +105,7 @@ echo "1..$((2 * ${#tests[@]} + 3))"
 
 # One key for all mappings, in the session keyring so that every child of
 # a test can use it.
-key=$(keyctl add mktme selftests-vm "type=cpu algorithm=aes-xts-128" @s)
+key=$(keyctl add mktme selftests-vm "type=cpu algorithm=$(mktme_algorithm)" @s)
 point 1 "an mktme key for the shim: serial $key"
 export MKTME_SHIM_KEY=$key
 

@@ -54,12 +54,14 @@
 #define MAX_PAGES 32
 #define MAX_REPORTS 20		/* diagnostics of failures printed */
 
-static const char *const payloads[] = {
-	CPU_KEY,
-	USER_KEY,
-	"type=clear",
-	"type=no-encrypt",
-};
+/* The payloads add and update choose from: number i of NR_PAYLOADS. */
+#define NR_PAYLOADS 4
+static const char *payload_nr(unsigned int i)
+{
+	static const char *const others[] = { "type=clear", "type=no-encrypt" };
+
+	return i == 0 ? CPU_KEY : i == 1 ? USER_KEY : others[(i - 2) % 2];
+}
 
 /* Key serials of the slots, 0 for none: any thread adds or drops them. */
 static _Atomic key_serial_t slots[NR_SLOTS];
@@ -216,7 +218,7 @@ static void drop_region(struct worker *w, int i)
 static void op_add(struct worker *w)
 {
 	int slot = (int)rnd(w, NR_SLOTS);
-	const char *payload = payloads[rnd(w, ARRAY_SIZE(payloads))];
+	const char *payload = payload_nr(rnd(w, NR_PAYLOADS));
 	key_serial_t k, none = 0;
 	char desc[32];
 
@@ -234,7 +236,7 @@ static void op_add(struct worker *w)
 static void op_update(struct worker *w)
 {
 	key_serial_t k = any_key(w);
-	const char *payload = payloads[rnd(w, ARRAY_SIZE(payloads))];
+	const char *payload = payload_nr(rnd(w, NR_PAYLOADS));
 
 	if (!k)
 		return;

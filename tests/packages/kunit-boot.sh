@@ -82,8 +82,10 @@ tap_check "Debian's QEMU: no MKTME, no KeyID geometry line" \
 	bash -c "! grep -q 'x86/mktme: [0-9]* KeyIDs' '$work/stock.ktap'"
 cases_from stock "${stock_cases[@]}"
 tap_check "MKTME model: the KUnit suites $suites ran at boot" ran model
+# The model activates aes-xts-128 alone (its default); a kernel since
+# issue 18 names it at the end of the line, one before it does not.
 tap_check "MKTME model: one line gives 7 KeyIDs with their shift and mask" \
-	grep -qx 'x86/mktme: 7 KeyIDs, KeyID shift 37, KeyID mask 0xe000000000' "$work/model.ktap"
+	grep -qxE 'x86/mktme: 7 KeyIDs, KeyID shift 37, KeyID mask 0xe000000000(, algorithms: aes-xts-128)?' "$work/model.ktap"
 tap_check "MKTME model: the boot geometry case ran, not skipped" \
 	grep -qE '^    ok [0-9]+ mktme_test_boot_geometry$' "$work/model.ktap"
 cases_from model "${model_cases[@]}"

@@ -8,7 +8,8 @@
 # dumps). Its TAP points are relayed here, renumbered ("mm: ..."), so that
 # tests/run-all counts each of them.
 # After writing the data of a scenario (first faults, the child's and the
-# parent's pages after fork, mremap, madvise, swap-in, move_pages) the
+# parent's pages after fork, mremap, madvise, swap-in, move_pages, a
+# transparent huge page of each kind) the
 # guest program prints the physical (KeyID 0) addresses of pages of an
 # encrypted (cpu key), a no-encrypt and a plain region, and pauses;
 # meanwhile the host reads those pages of guest RAM over QMP: the
@@ -85,7 +86,7 @@ fi
 # if either failed.
 # shellcheck disable=SC2016 # $rc is the guest shell's
 hosted_run mm+faults on_guest \
-	"fault cowchild cowparent mremap madvise swap migration entropy busy retry update done" \
+	"fault cowchild cowparent mremap madvise swap migration thp entropy busy retry update done" \
 	--sockets 2 --mem 2048 --disk 256 --qmp "$sock" --copy "$work/mm" --copy "$work/faults" -- \
 	'set -e; swap=/dev/disk/by-id/virtio-scratch; udevadm settle; mkswap $swap >/dev/null; swapon $swap;
 	rc=0; ./mm || rc=1; ./faults || rc=1; exit $rc'

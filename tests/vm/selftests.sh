@@ -36,7 +36,8 @@ build_selftests() {
 build_shim() {
 	cc -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -shared -fPIC \
 		-o "$st_dir/encrypt_anon.so" "$top/tests/guest/encrypt_anon.c" &&
-		cp "$top/tests/guest/selftests-vm.sh" "$st_dir/"
+		cp "$top/tests/guest/selftests-vm.sh" \
+			"$top/tests/guest/mktme-algorithms.bash" "$st_dir/"
 }
 
 tap_check "the vm selftests build from the patched tree" build_selftests
