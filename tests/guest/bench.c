@@ -154,6 +154,26 @@ static double fault_round(size_t len, key_serial_t key, int advice)
 	return t;
 }
 
+/* First touch, encrypted and plain with the same THP advice, interleaved. */
+static void fault_bench(size_t len, key_serial_t key, int advice,
+			const char *thp)
+{
+	struct flushes before = flushes_now();
+	double a[ROUNDS], b[ROUNDS];
+	char name[96];
+	int r;
+
+	for (r = 0; r < ROUNDS; r++) {
+		a[r] = fault_round(len, key, advice);
+		b[r] = fault_round(len, 0, advice);
+	}
+	snprintf(name, sizeof(name),
+		 "fault 64 MiB, %s on both sides, encrypted vs plain", thp);
+	report(name, a, b);
+	snprintf(name, sizeof(name), "fault 64 MiB, %s", thp);
+	report_flushes(name, before);
+}
+
 static double protect_round(char *p, size_t len, key_serial_t key)
 {
 	double t = now_us();
@@ -352,20 +372,8 @@ int main(int argc, char **argv)
 	if (key == -1)
 		bail_out("add_key: %s", strerror(errno));
 	if (wanted(argc, argv, "fault")) {
-		before = flushes_now();
-		for (r = 0; r < ROUNDS; r++) {
-			a[r] = fault_round(len, key, MADV_NOHUGEPAGE);
-			b[r] = fault_round(len, 0, MADV_NOHUGEPAGE);
-		}
-		report("fault 64 MiB, THP off on both sides, encrypted vs plain", a, b);
-		report_flushes("fault 64 MiB, THP off", before);
-		before = flushes_now();
-		for (r = 0; r < ROUNDS; r++) {
-			a[r] = fault_round(len, key, MADV_HUGEPAGE);
-			b[r] = fault_round(len, 0, MADV_HUGEPAGE);
-		}
-		report("fault 64 MiB, THP on both sides, encrypted vs plain", a, b);
-		report_flushes("fault 64 MiB, THP on", before);
+		fault_bench(len, key, MADV_NOHUGEPAGE, "THP off");
+		fault_bench(len, key, MADV_HUGEPAGE, "THP on");
 	}
 
 	if (wanted(argc, argv, "protect")) {

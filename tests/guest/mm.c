@@ -1446,7 +1446,7 @@ static int swap_set_rotational(int rotational)
 {
 	char line[512], name[256], kind[32], path[320], *base;
 	FILE *f = fopen("/proc/swaps", "r");
-	int found;
+	int found, failed;
 
 	found = f && fgets(line, sizeof(line), f) &&
 		fgets(line, sizeof(line), f) &&
@@ -1460,9 +1460,15 @@ static int swap_set_rotational(int rotational)
 	}
 	base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
 	snprintf(path, sizeof(path), "/sys/class/block/%s/queue/rotational", base);
-	if (swapoff(name) || write_long(path, rotational) || swapon(name, 0)) {
-		diag("THP swap: swapoff, %s = %d or swapon of %s: %s", path,
-		     rotational, name, strerror(errno));
+	if (swapoff(name)) {
+		diag("THP swap: swapoff %s: %s", name, strerror(errno));
+		return -1;
+	}
+	/* Swap on again even when the flag cannot change: later tests swap. */
+	failed = write_long(path, rotational);
+	if (swapon(name, 0) || failed) {
+		diag("THP swap: %s = %d, then swapon %s: %s", path, rotational,
+		     name, strerror(errno));
 		return -1;
 	}
 	diag("THP swap: %s is %srotational for swapon()", name,
