@@ -141,7 +141,7 @@ hosted_build() {
 # page I of fill(seed S) of tests/guest/mktme.c). A handler gives each line
 # to hosted_ram_line, and at the pause calls hosted_ram_check, which checks
 # every page reported since the last pause: a cpu page's pattern is not in
-# RAM, but its KeyID alias (which the model decrypts with package 0's key)
+# RAM, but its KeyID alias (which the model decrypts with its home package's key)
 # reads as the pattern; no-encrypt and plain pages hold their pattern.
 hosted_regions=()
 

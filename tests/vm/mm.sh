@@ -14,7 +14,7 @@
 # encrypted (cpu key), a no-encrypt and a plain region, and pauses;
 # meanwhile the host reads those pages of guest RAM over QMP: the
 # encrypted page's pattern must not be in RAM there, but must be at its
-# KeyID alias (which the model decrypts with package 0's key); the others'
+# KeyID alias (which the model decrypts with its home package's key); the others'
 # patterns must be in RAM (tests/vm/hosted.bash). Then: the guest ran its
 # whole plan, and vm/run found no kernel reports. The plan line comes last.
 # The same boot then runs tests/guest/faults (PCONFIG failures reach

@@ -3,7 +3,8 @@
 
   ram.py shift SOCKET            the model's KeyID shift (query-mktme)
   ram.py dump SOCKET ADDR FILE   4 KiB of guest-physical memory at ADDR to
-                                 FILE (pmemsave; no CPU: package 0's keys),
+                                 FILE (pmemsave; no CPU: the keys of the
+                                 address's home package),
                                  after writing the model's dirty KeyID
                                  lines back, so RAM is what the guest wrote
   ram.py check FILE SEED [PAGE]  prints "pattern" if FILE is page PAGE

@@ -147,7 +147,7 @@ def xor(a, b):
     return bytes(x ^ y for x, y in zip(a, b))
 
 
-def xts_decrypt_blocks(data, pa):
+def xts_decrypt_blocks(data, pa, data_key=DATA_KEY, tweak_key=TWEAK_KEY):
     """Decrypt memory as the model stores it, with openssl's AES.
 
     Each 16-byte block is a one-block IEEE 1619 XTS data unit whose
@@ -157,8 +157,8 @@ def xts_decrypt_blocks(data, pa):
     """
     tweaks = b"".join((pa + off).to_bytes(16, "little")
                       for off in range(0, len(data), 16))
-    t = openssl_ecb(TWEAK_KEY, tweaks)
-    return xor(openssl_ecb(DATA_KEY, xor(data, t), decrypt=True), t)
+    t = openssl_ecb(tweak_key, tweaks)
+    return xor(openssl_ecb(data_key, xor(data, t), decrypt=True), t)
 
 
 def keyid_entry(info, package, keyid):
@@ -167,7 +167,8 @@ def keyid_entry(info, package, keyid):
 
 
 def test_kat():
-    note("(a) AES-XTS-128 known answers (IEEE 1619 vectors 1-5) on the model's cipher path")
+    note("(a) AES-XTS-128 and AES-XTS-256 known answers (IEEE 1619 vectors "
+         "1-5 and 10-14) on the model's cipher path")
     proc = subprocess.run([KAT, "--tap"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
     out = proc.stdout.decode(errors="replace")
@@ -177,9 +178,14 @@ def test_kat():
         if m:
             n += 1
             ok(m.group(1) is None, "KAT " + m.group(2))
-    vectors = len(re.findall(r"ok \d+ /crypto/mktme/ieee1619-vector-[1-5]", out))
+    vectors = len(re.findall(r"ok \d+ /crypto/mktme/ieee1619-vector-[1-5]\b", out))
     ok(proc.returncode == 0 and n >= 6 and vectors == 5,
        "KAT: unit test passed with vectors 1-5", out[-2000:])
+    vectors = len(re.findall(r"ok \d+ /crypto/mktme/ieee1619-vector-1[0-4]\b", out))
+    ok(proc.returncode == 0 and vectors == 5 and
+       re.search(r"^ok \d+ /crypto/mktme/address-tweak-256$", out, re.M),
+       "KAT: XTS-AES-256 vectors 10-14 and the 256-bit address tweak",
+       out[-2000:])
 
 
 def test_guest():
@@ -188,6 +194,12 @@ def test_guest():
     note("(b) mktme-keyid-bits=3")
     run_guest("guest3", "guest bits=3", cpu_extra=",mktme-keyid-bits=3",
               append="keyid_bits=3")
+    note("(b) mktme-algorithms=aes-xts-256: 256-bit keys, PCONFIG rules")
+    run_guest("guest256", "guest aes-xts-256",
+              cpu_extra=",mktme-algorithms=aes-xts-256", append="algs=4")
+    note("(b) mktme-algorithms=both")
+    run_guest("guestboth", "guest both", cpu_extra=",mktme-algorithms=both",
+              append="algs=5")
 
 
 def test_host_ram():
@@ -233,7 +245,7 @@ def test_host_ram():
         qmp.cmd("pmemsave", val=(1 << shift) | BUF_PA, size=PAGE,
                 filename=alias_path)
         ok(open(alias_path, "rb").read() == want,
-           "pmemsave through the KeyID-1 alias (no CPU: package 0's key) decrypts")
+           "pmemsave through the KeyID-1 alias (no CPU: the home package's key) decrypts")
         xp = qmp.hmp("xp /2gx 0x%x" % BUF_PA)
         words = [int(w, 16) for w in re.findall(r"0x[0-9a-f]{16}", xp)]
         ok(len(words) >= 2 and words[0] == int.from_bytes(raw[0:8], "little"),
@@ -651,6 +663,152 @@ def test_code_patching():
        "no stale int3, no stall", out[-2000:])
 
 
+KID0_PA = 0x5000000
+
+
+def blocks_differ(a, b):
+    """No 16-byte block of a equals b's at the same offset."""
+    return len(a) == len(b) and all(a[i:i + 16] != b[i:i + 16]
+                                    for i in range(0, len(a), 16))
+
+
+def save(qmp, name, cmd, **kw):
+    path = os.path.join(WORK, name)
+    qmp.cmd(cmd, filename=path, **kw)
+    return open(path, "rb").read()
+
+
+def test_tme_bypass():
+    note("(p) TME encryption bypass: off, DRAM holds KeyID 0 encrypted "
+         "with the TME key; on (default), the plaintext")
+    want = pattern(PAGE)
+    for bypass in ("off", "on"):
+        name = "bypass-" + bypass
+        words = "kid0 hold" + (" bypass_off" if bypass == "off" else "")
+        proc, qmp, held = run_to_hold(name, append=words,
+                                      cpu_extra=",mktme-tme-bypass=" + bypass)
+        try:
+            if not held:
+                continue
+            guest_tap(name, "guest bypass=" + bypass)
+            info = qmp.cmd("query-mktme")
+            ok(info.get("tme-bypass") is (bypass == "on"),
+               "query-mktme: tme-bypass %s" % bypass, info.get("tme-bypass"))
+            dram = save(qmp, name + "-kid0.dram", "x-mktme-dram-save",
+                        address=KID0_PA, size=PAGE)
+            cpu = save(qmp, name + "-kid0.mem", "pmemsave", val=KID0_PA,
+                       size=PAGE)
+            ok(cpu == want, "bypass %s: pmemsave (a read through KeyID 0) "
+               "finds the guest's KeyID-0 pattern" % bypass)
+            ciph = save(qmp, name + "-buf.dram", "x-mktme-dram-save",
+                        address=BUF_PA, size=PAGE)
+            ok(xts_decrypt_blocks(ciph, BUF_PA) == want,
+               "bypass %s: raw DRAM of KeyID 1's page decrypts with KeyID "
+               "1's key alone (host AES-XTS-128)" % bypass)
+            if bypass == "off":
+                ok(blocks_differ(dram, want) and want[:64] not in dram,
+                   "bypass off: raw DRAM (x-mktme-dram-save) of the KeyID-0 "
+                   "page does not hold the plaintext in any block")
+                ok(xts_decrypt_blocks(dram, KID0_PA) != want,
+                   "bypass off: nor does it decrypt with KeyID 1's key")
+                mem = save(qmp, name + "-buf.mem", "pmemsave", val=BUF_PA,
+                           size=PAGE)
+                ok(mem != ciph and xts_decrypt_blocks(mem, BUF_PA) != want,
+                   "bypass off: a read through KeyID 0 of KeyID 1's page is "
+                   "not its ciphertext (the TME key decrypted it)")
+            else:
+                ok(dram == want,
+                   "bypass on (positive control): raw DRAM of the KeyID-0 "
+                   "page is the plaintext")
+        finally:
+            stop(proc, qmp)
+    proc = subprocess.run(qemu_args("bypass-nocipher",
+                                    cpu_extra=",mktme-tme-bypass=off,"
+                                              "mktme-cipher=off"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=60)
+    out = proc.stdout.decode(errors="replace")
+    ok(proc.returncode == 1 and "mktme-tme-bypass" in out,
+       "mktme-tme-bypass=off with mktme-cipher=off is refused", out)
+
+
+NUMA_2 = ["-object", "memory-backend-ram,id=m0,size=128M",
+          "-object", "memory-backend-ram,id=m1,size=128M",
+          "-numa", "node,nodeid=0,cpus=0,memdev=m0",
+          "-numa", "node,nodeid=1,cpus=1,memdev=m1"]
+
+
+def test_home_package():
+    note("(q) home-package key tables: an address is encrypted with the "
+         "key table of its memory's package, whichever CPU accesses it")
+    pa1 = BUF_PA + (128 << 20)
+    name = "home-numa"
+    proc, qmp, held = run_to_hold(name, smp="2,sockets=2", extra=NUMA_2,
+                                  append="home=%d hold" % ((128 << 20) // PAGE))
+    try:
+        if held:
+            guest_tap(name, "guest home numa")
+            h0 = qmp.cmd("x-mktme-query-home", address=BUF_PA)
+            h1 = qmp.cmd("x-mktme-query-home", address=pa1)
+            h1k = qmp.cmd("x-mktme-query-home",
+                          address=(1 << qmp.cmd("query-mktme")["keyid-shift"]) | pa1)
+            ok(h0 == {"package": 0, "node": 0, "interleave": 0} and
+               h1 == {"package": 1, "node": 1, "interleave": 0} and h1k == h1,
+               "x-mktme-query-home: node 0's RAM is package 0's, node 1's "
+               "package 1's (KeyID bits ignored)", [h0, h1, h1k])
+            info = qmp.cmd("query-mktme")
+            k1 = [keyid_entry(info, p, 1) for p in (0, 1)]
+            ok(all(k["state"] == "random" for k in k1) and
+               k1[0].get("fingerprint") != k1[1].get("fingerprint"),
+               "query-mktme: SET_KEY_RANDOM on each package gave KeyID 1 a "
+               "different key in each table", k1)
+            k2 = [keyid_entry(info, p, 2) for p in (0, 1)]
+            key1 = (bytes(range(0xe0, 0xf0)), bytes(range(0xf0, 0x100)))
+            ok(k2[0].get("fingerprint") ==
+               hashlib.sha256(DATA_KEY + TWEAK_KEY).hexdigest()[:16] and
+               k2[1].get("fingerprint") ==
+               hashlib.sha256(key1[0] + key1[1]).hexdigest()[:16],
+               "query-mktme: KeyID 2 has package 0's key 00../10.. and "
+               "package 1's e0../f0..", k2)
+            want = pattern(PAGE)
+            c0 = save(qmp, "home-c0.dram", "x-mktme-dram-save",
+                      address=BUF_PA + 2 * PAGE, size=PAGE)
+            c1 = save(qmp, "home-c1.dram", "x-mktme-dram-save",
+                      address=pa1 + 2 * PAGE, size=PAGE)
+            ok(xts_decrypt_blocks(c0, BUF_PA + 2 * PAGE) == want,
+               "KeyID 2 in node 0's memory is encrypted with package 0's key")
+            ok(xts_decrypt_blocks(c1, pa1 + 2 * PAGE, *key1) == want and
+               xts_decrypt_blocks(c1, pa1 + 2 * PAGE) != want,
+               "KeyID 2 in node 1's memory is encrypted with package 1's key "
+               "(written by package 0's CPU), not package 0's")
+            alias = save(qmp, "home-alias.mem", "pmemsave",
+                         val=(2 << info["keyid-shift"]) | (pa1 + 2 * PAGE),
+                         size=PAGE)
+            ok(alias == want, "pmemsave through the KeyID-2 alias (no CPU) "
+               "uses the home package's key too")
+    finally:
+        stop(proc, qmp)
+    name = "home-interleave"
+    proc, qmp, held = run_to_hold(name, smp="2,sockets=2", append="home=1 hold")
+    try:
+        if held:
+            guest_tap(name, "guest home interleaved")
+            h = [qmp.cmd("x-mktme-query-home", address=BUF_PA + i * PAGE)
+                 for i in range(3)]
+            ok([x["package"] for x in h] == [0, 1, 0] and
+               all(x["interleave"] == PAGE and "node" not in x for x in h),
+               "x-mktme-query-home without NUMA: 4 KiB pages alternate "
+               "between the packages", h)
+            c1 = save(qmp, "home-i1.dram", "x-mktme-dram-save",
+                      address=BUF_PA + 3 * PAGE, size=PAGE)
+            ok(xts_decrypt_blocks(c1, BUF_PA + 3 * PAGE,
+                                  bytes(range(0xe0, 0xf0)),
+                                  bytes(range(0xf0, 0x100))) == pattern(PAGE),
+               "KeyID 2 in an odd page is encrypted with package 1's key")
+    finally:
+        stop(proc, qmp)
+
+
 def test_machine_options():
     """(n) MKTME only on request; a 64-bit PCI window over the aliases."""
     note("(n) -cpu max without tme=on has no MKTME; the default 64-bit PCI "
@@ -710,6 +868,15 @@ def test_machine_options():
     ok(status == "prelaunch",
        "MKTME with a 12 GiB 64-bit PCI window (ends at 16 GiB, where KeyID "
        "1's aliases start): QEMU starts", "%s\n%s" % (status, out))
+    proc = subprocess.run(base + ["-cpu", "max,vendor=GenuineIntel,tme=on,"
+                                  "pconfig=on,mktme-algorithms=aes-xts-512",
+                                  "-global", "q35-pcihost.pci-hole64-size=1G",
+                                  "-S"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=60)
+    out = proc.stdout.decode(errors="replace")
+    ok(proc.returncode == 1 and "mktme-algorithms" in out,
+       "mktme-algorithms=aes-xts-512 is refused, naming the property", out)
 
 
 def main():
@@ -722,7 +889,8 @@ def main():
               test_two_sockets,
               test_bench, test_migration, test_kernel, test_code_patching,
               test_hotadded_cpu,
-              test_hotplugged_memory, test_machine_options):
+              test_hotplugged_memory, test_tme_bypass, test_home_package,
+              test_machine_options):
         try:
             t()
         except Exception as e:  # noqa: BLE001 - report, go on

@@ -5,12 +5,27 @@
  *
  * Multiboot command line words:
  *   keyid_bits=N  expected KeyID bit count (default 6)
+ *   algs=N        expected IA32_TME_ACTIVATE algorithm mask, bits 63:48
+ *                 (default 1, AES-XTS-128; 4 AES-XTS-256; 5 both): the
+ *                 tests program keys with the first activated one, and
+ *                 check PCONFIG's argument rules for each
  *   inject        the host injected one DEVICE_BUSY on package 0
  *   bench         time accesses through KeyID 0 and KeyID 1
  *   ap_keyid_bits=N  after the CPUID and MSR tests, instead of the others:
  *                 start the second CPU (hot-added by the host with N KeyID
  *                 bits, more than the boot CPU's) and check its PCONFIG
  *                 against the key table, which has the boot CPU's KeyIDs
+ *   home=K        instead of the other tests: home-package key tables on
+ *                 two sockets.  Each package gets its own random key for
+ *                 KeyID 1 and its own direct key for KeyID 2 (package 0:
+ *                 00../10.., package 1: e0../f0..); data written through
+ *                 them at BUF_PA (package 0's memory) and BUF_PA + K
+ *                 pages (package 1's: the host chooses K) reads back
+ *                 right on both CPUs
+ *   bypass_off    the host turned TME encryption bypass off: KeyID 0 is
+ *                 encrypted with the TME key, NO_ENCRYPT KeyIDs are not
+ *   kid0          before holding, write the pattern through KeyID 0 at
+ *                 KID0_PA (the host looks for it in raw DRAM)
  *   hold          after the tests, halt and wait for the host (QMP)
  *   violate       at the end, break each cache coherence rule once (the
  *                 host counts the model's reports)
@@ -24,6 +39,7 @@
 #define BUF_PA		0x2000000ULL	/* host-checked buffer, KeyID 1 */
 #define WORK_PA		0x3000000ULL	/* scratch for the other tests */
 #define BENCH_PA	0x4000000ULL
+#define KID0_PA		0x5000000ULL	/* KeyID-0 pattern for the host */
 #define BENCH_BYTES	(4 * 1024 * 1024)
 #define PAGE		4096
 #define AP_TRAMPOLINE	0x8000ULL	/* as in boot.S */
@@ -41,6 +57,8 @@
 #define CMD_CLEAR	2
 #define CMD_NOENC	3
 #define ALG_XTS128	(1 << 8)
+#define ALG_XTS128_INT	(2 << 8)
+#define ALG_XTS256	(4 << 8)
 
 #define RFLAGS_CF	(1 << 0)
 #define RFLAGS_PF	(1 << 2)
@@ -298,6 +316,10 @@ struct key_program {
 
 static struct key_program prog_area[2];
 
+/* ENC_ALG of the first activated algorithm, and its key bytes */
+static uint32_t alg_ctrl = ALG_XTS128;
+static unsigned key_len = 16;
+
 static uint64_t last_rflags;
 
 static uint64_t pconfig_raw(uint64_t leaf, void *prog)
@@ -326,11 +348,39 @@ static uint64_t program(unsigned keyid, uint32_t ctrl, uint8_t k1, uint8_t k2)
 	memset_(p, 0, sizeof(*p));
 	p->keyid = (uint16_t)keyid;
 	p->keyid_ctrl = ctrl;
-	for (i = 0; i < 16; i++) {
+	for (i = 0; i < (int)key_len; i++) {
 		p->key_field_1[i] = (uint8_t)(k1 + i);
 		p->key_field_2[i] = (uint8_t)(k2 + i);
 	}
 	return pconfig_raw(0, p);
+}
+
+/* PCONFIG of prog_area[0], run by catch_call(): RAX in *arg */
+static void do_pconfig_rax(void *arg)
+{
+	*(uint64_t *)arg = pconfig_raw(0, &prog_area[0]);
+}
+
+/*
+ * The structure of program(1, ctrl) with byte @off set to @val: the
+ * vector PCONFIG raised (0 if none), RAX in *rax.
+ */
+static long program_poked(uint32_t ctrl, unsigned off, uint8_t val,
+			  uint64_t *rax)
+{
+	struct key_program *p = &prog_area[0];
+	int i;
+
+	memset_(p, 0, sizeof(*p));
+	p->keyid = 1;
+	p->keyid_ctrl = ctrl;
+	for (i = 0; i < 16; i++) {
+		p->key_field_1[i] = (uint8_t)(0x20 + i);
+		p->key_field_2[i] = (uint8_t)(0x30 + i);
+	}
+	((uint8_t *)p)[off] = val;
+	*rax = ~0ULL;
+	return catch_call(do_pconfig_rax, rax);
 }
 
 /* Success: RAX 0, ZF and every other status flag clear */
@@ -370,6 +420,90 @@ static void do_user(void *arg)
 {
 	(void)arg;
 	enter_user(user_pconfig, user_stack + sizeof(user_stack));
+}
+
+/*
+ * PCONFIG's argument rules (TME-MK spec rev 1.3/1.4, section 6): #GP(0)
+ * for reserved KEYID_CTRL bits, reserved bytes and key bytes beyond the
+ * named algorithm's key; INVALID_ENC_ALG for an ENC_ALG that is not
+ * exactly one activated algorithm, whatever the command.
+ */
+static void pconfig_rule(const char *name, uint32_t ctrl, unsigned off,
+			 uint8_t val, long want_vec, uint64_t want_rax)
+{
+	uint64_t rax;
+	long vec = program_poked(ctrl, off, val, &rax);
+
+	if (want_vec > 0)
+		ok(vec == want_vec, name);
+	else
+		ok(vec == -1 && (want_rax ? prog_fails(rax, want_rax) :
+				 prog_ok(rax)), name);
+}
+
+static void test_pconfig_rules(unsigned algs)
+{
+	static const struct {
+		unsigned bit;
+		uint32_t ctrl;
+		unsigned len;
+	} a[] = { { 1, ALG_XTS128, 16 }, { 4, ALG_XTS256, 32 } };
+	unsigned i;
+
+	pconfig_rule("PCONFIG reserved KEYID_CTRL bit 24 #GP",
+		     CMD_DIRECT | alg_ctrl | (1U << 24), 0, 1, 13, 0);
+	pconfig_rule("PCONFIG reserved KEYID_CTRL bit 31 #GP",
+		     CMD_CLEAR | alg_ctrl | (1U << 31), 0, 1, 13, 0);
+	pconfig_rule("PCONFIG reserved byte 6 non-zero #GP",
+		     CMD_DIRECT | alg_ctrl, 6, 1, 13, 0);
+	pconfig_rule("PCONFIG reserved byte 63 non-zero #GP",
+		     CMD_NOENC | alg_ctrl, 63, 0x80, 13, 0);
+	for (i = 0; i < 2; i++) {
+		unsigned f1 = 64, f2 = 128;
+
+		if (algs & a[i].bit) {
+			puts_(a[i].len == 16 ? "# activated: AES-XTS-128\n" :
+			      "# activated: AES-XTS-256\n");
+			pconfig_rule("PCONFIG KEY_FIELD_1 byte after the key #GP",
+				     CMD_DIRECT | a[i].ctrl, f1 + a[i].len, 1, 13, 0);
+			pconfig_rule("PCONFIG KEY_FIELD_2 byte 63 #GP",
+				     CMD_RANDOM | a[i].ctrl, f2 + 63, 1, 13, 0);
+			pconfig_rule("PCONFIG CLEAR_KEY with a key byte after the key #GP",
+				     CMD_CLEAR | a[i].ctrl, f2 + a[i].len, 1, 13, 0);
+			pconfig_rule("PCONFIG NO_ENCRYPT with KEY_FIELD_1 byte 63 #GP",
+				     CMD_NOENC | a[i].ctrl, f1 + 63, 1, 13, 0);
+			pconfig_rule("PCONFIG last key byte of the algorithm set: success",
+				     CMD_DIRECT | a[i].ctrl, f1 + a[i].len - 1, 0xff,
+				     0, 0);
+			pconfig_rule("PCONFIG CLEAR_KEY with the activated algorithm: success",
+				     CMD_CLEAR | a[i].ctrl, 0, 1, 0, 0);
+			pconfig_rule("PCONFIG NO_ENCRYPT with the activated algorithm: success",
+				     CMD_NOENC | a[i].ctrl, 0, 1, 0, 0);
+		} else {
+			puts_(a[i].len == 16 ? "# not activated: AES-XTS-128\n" :
+			      "# not activated: AES-XTS-256\n");
+			pconfig_rule("PCONFIG SET_KEY_DIRECT, algorithm not activated: INVALID_ENC_ALG",
+				     CMD_DIRECT | a[i].ctrl, 0, 1, 0, 4);
+			pconfig_rule("PCONFIG CLEAR_KEY, algorithm not activated: INVALID_ENC_ALG",
+				     CMD_CLEAR | a[i].ctrl, 0, 1, 0, 4);
+			pconfig_rule("PCONFIG NO_ENCRYPT, algorithm not activated: INVALID_ENC_ALG",
+				     CMD_NOENC | a[i].ctrl, 0, 1, 0, 4);
+			pconfig_rule("PCONFIG algorithm not activated, key byte 63 set: INVALID_ENC_ALG, no #GP",
+				     CMD_DIRECT | a[i].ctrl, f1 + 63, 1, 0, 4);
+		}
+	}
+	pconfig_rule("PCONFIG CLEAR_KEY without algorithm: INVALID_ENC_ALG",
+		     CMD_CLEAR, 0, 1, 0, 4);
+	pconfig_rule("PCONFIG NO_ENCRYPT without algorithm: INVALID_ENC_ALG",
+		     CMD_NOENC, 0, 1, 0, 4);
+	pconfig_rule("PCONFIG CLEAR_KEY with two algorithms: INVALID_ENC_ALG",
+		     CMD_CLEAR | ALG_XTS128 | ALG_XTS256, 0, 1, 0, 4);
+	pconfig_rule("PCONFIG SET_KEY_RANDOM with AES-XTS-128 with integrity: INVALID_ENC_ALG",
+		     CMD_RANDOM | ALG_XTS128_INT, 0, 1, 0, 4);
+	pconfig_rule("PCONFIG unnamed algorithm bit 3: INVALID_ENC_ALG",
+		     CMD_DIRECT | (8 << 8), 0, 1, 0, 4);
+	/* Leave KeyID 1 as the tests after this one expect to find it */
+	program(1, CMD_CLEAR | alg_ctrl, 0, 0);
 }
 
 /* --- memory ------------------------------------------------------------- */
@@ -540,6 +674,36 @@ static volatile int ap_done;
 static volatile unsigned ap_apic_id, ap_bits;
 static volatile uint64_t ap_rax[AP_PROGRAMS], ap_rflags[AP_PROGRAMS];
 
+/*
+ * home=K: the second CPU (package 1) programs KeyIDs 1 and 2 of its key
+ * table, waits for the boot CPU to write through them, reads all back,
+ * then writes a page of its own at each place.
+ */
+#define HOME_PLACES	2
+static volatile int ap_mode_home, ap_programmed, bsp_written;
+static volatile uint64_t home_pa[HOME_PLACES];
+static volatile int ap_read_ok[2 * HOME_PLACES];
+
+static void ap_home(void)
+{
+	int i;
+
+	ap_rax[0] = program(1, CMD_RANDOM | alg_ctrl, 0, 0);
+	ap_rflags[0] = last_rflags;
+	ap_rax[1] = program(2, CMD_DIRECT | alg_ctrl, 0xe0, 0xf0);
+	ap_rflags[1] = last_rflags;
+	__asm__ volatile("" : : : "memory");
+	ap_programmed = 1;
+	while (!bsp_written)
+		__asm__ volatile("pause");
+	for (i = 0; i < HOME_PLACES; i++) {
+		ap_read_ok[2 * i] = matches(kid(1, home_pa[i]), PAGE);
+		ap_read_ok[2 * i + 1] = matches(kid(2, home_pa[i] + 2 * PAGE), PAGE);
+		fill(kid(1, home_pa[i] + 4 * PAGE), PAGE);
+		flush(kid(1, home_pa[i] + 4 * PAGE), PAGE);
+	}
+}
+
 /* Runs on the second CPU (boot.S's ap_long), while the boot CPU waits */
 void ap_main(void)
 {
@@ -547,11 +711,17 @@ void ap_main(void)
 	int i;
 
 	__asm__ volatile("lidt %0" : : "m"(idtr));
+	if (ap_mode_home) {
+		ap_home();
+		__asm__ volatile("" : : : "memory");
+		ap_done = 1;
+		return;
+	}
 	cpuid(1, 0, r);
 	ap_apic_id = r[1] >> 24;
 	ap_bits = (rdmsr(0x982) >> 32) & 0xf;
 	for (i = 0; i < AP_PROGRAMS; i++) {
-		ap_rax[i] = program(ap_keyids[i], CMD_DIRECT | ALG_XTS128, 0xa0, 0xb0);
+		ap_rax[i] = program(ap_keyids[i], CMD_DIRECT | alg_ctrl, 0xa0, 0xb0);
 		ap_rflags[i] = last_rflags;
 	}
 	__asm__ volatile("" : : : "memory");
@@ -571,14 +741,10 @@ static void spin(uint64_t cycles)
 		__asm__ volatile("pause");
 }
 
-/*
- * Start every other CPU at AP_TRAMPOLINE (INIT, then SIPI twice) and wait
- * for ap_main() to finish, at most about ten seconds.
- */
-static int run_ap(void)
+/* Start every other CPU at AP_TRAMPOLINE (INIT, then SIPI twice) */
+static void start_ap(void)
 {
 	volatile uint8_t *dst = (volatile uint8_t *)AP_TRAMPOLINE;
-	uint64_t t0;
 	long i;
 
 	map_1g(APIC_PA & ~((1ULL << 30) - 1));
@@ -593,10 +759,78 @@ static int run_ap(void)
 			   (uint32_t)(AP_TRAMPOLINE >> 12));
 		spin(1000000);
 	}
-	t0 = rdtsc();
-	while (!ap_done && rdtsc() - t0 < 30000000000ULL)
+}
+
+/* Wait until *flag is set, at most about ten seconds */
+static int wait_flag(volatile int *flag)
+{
+	uint64_t t0 = rdtsc();
+
+	while (!*flag && rdtsc() - t0 < 30000000000ULL)
 		__asm__ volatile("pause");
-	return ap_done;
+	return *flag;
+}
+
+/* Start the other CPUs and wait for ap_main() to finish */
+static int run_ap(void)
+{
+	start_ap();
+	return wait_flag(&ap_done);
+}
+
+/*
+ * home=K: one key table per package, each used for its own memory
+ * (TME-MK spec: the engine at the memory controller), so different
+ * random keys per package for one KeyID keep data right.
+ */
+static void test_home(unsigned pages)
+{
+	int started, i;
+	uint64_t rax1, rax2;
+
+	home_pa[0] = BUF_PA;
+	home_pa[1] = BUF_PA + (uint64_t)pages * PAGE;
+	ap_mode_home = 1;
+	start_ap();
+	started = wait_flag(&ap_programmed);
+	ok(started && ap_rax[0] == 0 && ap_rax[1] == 0,
+	   "home: second CPU (package 1) programs KeyID 1 (random) and 2 (direct)");
+	if (!started)
+		return;
+	rax1 = program(1, CMD_RANDOM | alg_ctrl, 0, 0);
+	rax2 = program(2, CMD_DIRECT | alg_ctrl, 0x00, 0x10);
+	ok(prog_ok(rax1) && prog_ok(rax2),
+	   "home: boot CPU (package 0) programs KeyID 1 (random) and 2 (direct)");
+	for (i = 0; i < HOME_PLACES; i++) {
+		fill(kid(1, home_pa[i]), PAGE);
+		flush(kid(1, home_pa[i]), PAGE);
+		fill(kid(2, home_pa[i] + 2 * PAGE), PAGE);
+		flush(kid(2, home_pa[i] + 2 * PAGE), PAGE);
+	}
+	ok(matches(kid(1, home_pa[0]), PAGE) && matches(kid(1, home_pa[1]), PAGE),
+	   "home: KeyID 1 reads back on the boot CPU, in either package's memory");
+	ok(matches(kid(2, home_pa[0] + 2 * PAGE), PAGE) &&
+	   matches(kid(2, home_pa[1] + 2 * PAGE), PAGE),
+	   "home: KeyID 2 reads back on the boot CPU, in either package's memory");
+	ok(all_blocks_differ(kid(0, home_pa[0]), PAGE) &&
+	   all_blocks_differ(kid(0, home_pa[1]), PAGE),
+	   "home: KeyID 0 sees ciphertext in both packages' memory");
+	flush(kid(1, home_pa[0]), PAGE);
+	flush(kid(1, home_pa[1]), PAGE);
+	flush(kid(2, home_pa[0] + 2 * PAGE), PAGE);
+	flush(kid(2, home_pa[1] + 2 * PAGE), PAGE);
+	__asm__ volatile("mfence" : : : "memory");
+	bsp_written = 1;
+	ok(wait_flag(&ap_done), "home: second CPU read and wrote");
+	ok(ap_read_ok[0] && ap_read_ok[2],
+	   "home: KeyID 1 data the boot CPU wrote reads back on the second CPU, in either package's memory");
+	ok(ap_read_ok[1] && ap_read_ok[3],
+	   "home: KeyID 2 data the boot CPU wrote reads back on the second CPU, in either package's memory");
+	ok(matches(kid(1, home_pa[0] + 4 * PAGE), PAGE) &&
+	   matches(kid(1, home_pa[1] + 4 * PAGE), PAGE),
+	   "home: KeyID 1 data the second CPU wrote reads back on the boot CPU");
+	flush(kid(1, home_pa[0] + 4 * PAGE), PAGE);
+	flush(kid(1, home_pa[1] + 4 * PAGE), PAGE);
 }
 
 /*
@@ -743,7 +977,7 @@ static void test_caches(void)
 
 	/* The same key again over unflushed lines: they keep their meaning */
 	fill(c1 + 3 * PAGE, LINE);
-	ok(prog_ok(program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10)),
+	ok(prog_ok(program(1, CMD_DIRECT | alg_ctrl, 0x00, 0x10)),
 	   "PCONFIG of KeyID 1's own key again over its unflushed lines (the host counts no violation)");
 	flush(c1 + 3 * PAGE, LINE);
 }
@@ -811,7 +1045,7 @@ static void violate(void)
 	flush(a, LINE);			/* the write-back destroys that */
 	puts_("# violate: pconfig-dirty\n");
 	kid(5, CACHE_PA + 5 * PAGE)[0] = 4;
-	program(5, CMD_DIRECT | ALG_XTS128, 0x62, 0x72);
+	program(5, CMD_DIRECT | alg_ctrl, 0x62, 0x72);
 	flush(kid(5, CACHE_PA + 5 * PAGE), LINE);
 	puts_("# violate: done\n");
 	/* Left dirty for the host's x-mktme-cache-write-back */
@@ -821,7 +1055,7 @@ static void violate(void)
 void kmain(uint32_t mb_info)
 {
 	uint32_t r[4], flags = *(volatile uint32_t *)(uint64_t)mb_info;
-	unsigned want_bits, bits, phys, max_keyid, k;
+	unsigned want_bits, bits, phys, max_keyid, k, algs;
 	uint64_t act, cap, rax;
 	volatile uint8_t *p0, *p1;
 
@@ -854,14 +1088,23 @@ void kmain(uint32_t mb_info)
 	diag_hex("IA32_TME_ACTIVATE", act);
 	bits = (act >> 32) & 0xf;
 	ok((act & 3) == 3, "IA32_TME_ACTIVATE locked and enabled");
-	ok(((act >> 4) & 0xf) == 0, "IA32_TME_ACTIVATE policy AES-XTS-128");
-	ok(((act >> 48) & 1) == 1, "IA32_TME_ACTIVATE algorithms include AES-XTS-128");
+	algs = word_value("algs", 1);
+	ok(((act >> 4) & 0xf) == ((algs & 1) ? 0 : 2),
+	   "IA32_TME_ACTIVATE policy AES-XTS-128 (0), or AES-XTS-256 (2) if only that");
+	ok((act >> 48) == algs, "IA32_TME_ACTIVATE bits 63:48: the activated algorithms");
+	ok(!!(act & (1ULL << 31)) == !has_word("bypass_off"),
+	   "IA32_TME_ACTIVATE bit 31: TME encryption bypass as mktme-tme-bypass");
+	if (!(algs & 1)) {
+		alg_ctrl = ALG_XTS256;
+		key_len = 32;
+	}
 	ok(bits == want_bits, "IA32_TME_ACTIVATE KeyID bits match mktme-keyid-bits");
 	cap = rdmsr(0x981);
 	diag_hex("IA32_TME_CAPABILITY", cap);
-	ok((cap & 1) && ((cap >> 32) & 0xf) == bits &&
+	ok((cap & (1ULL << 31)), "IA32_TME_CAPABILITY bit 31: TME encryption bypass supported");
+	ok((cap & 7) == algs && ((cap >> 32) & 0xf) == bits &&
 	   ((cap >> 36) & 0x7fff) == (1U << bits) - 1,
-	   "IA32_TME_CAPABILITY AES-XTS-128, max KeyID bits and keys");
+	   "IA32_TME_CAPABILITY algorithms (never bit 1, integrity), max KeyID bits and keys");
 	wr_msr = 0x982;
 	ok(catch_call(do_wrmsr, NULL) == 13, "WRMSR IA32_TME_ACTIVATE after lock #GP");
 	wr_msr = 0x981;
@@ -884,20 +1127,25 @@ void kmain(uint32_t mb_info)
 		map_1g((uint64_t)k << keyid_shift);
 	map_1g((uint64_t)max_keyid << keyid_shift);
 
+	if (has_word("home")) {
+		test_home(word_value("home", 1));
+		goto done;
+	}
+
 	if (has_word("ap_keyid_bits")) {
 		test_ap(word_value("ap_keyid_bits", 0), max_keyid);
 		goto done;
 	}
 
 	if (has_word("evict")) {
-		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		rax = program(1, CMD_DIRECT | alg_ctrl, 0x00, 0x10);
 		ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1");
 		test_eviction();
 		goto done;
 	}
 
 	if (has_word("benchonly")) {
-		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		rax = program(1, CMD_DIRECT | alg_ctrl, 0x00, 0x10);
 		ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1");
 		run_bench();
 		puts_("1..");
@@ -913,25 +1161,24 @@ void kmain(uint32_t mb_info)
 	ok(catch_call(do_pconfig_leaf1, NULL) == 13, "PCONFIG leaf 1 #GP");
 
 	/* PCONFIG status codes */
-	rax = program(1, 4 | ALG_XTS128, 0, 0);
+	rax = program(1, 4 | alg_ctrl, 0, 0);
 	ok(prog_fails(rax, 1), "PCONFIG command 4: INVALID_PROG_CMD, ZF set");
-	rax = program(1, CMD_DIRECT | ALG_XTS128 | (1U << 24), 0, 0);
-	ok(prog_fails(rax, 1), "PCONFIG reserved KEYID_CTRL bits: INVALID_PROG_CMD");
-	rax = program(0, CMD_DIRECT | ALG_XTS128, 0, 0);
+	rax = program(0, CMD_DIRECT | alg_ctrl, 0, 0);
 	ok(prog_fails(rax, 3), "PCONFIG KeyID 0: INVALID_KEYID");
-	rax = program(max_keyid + 1, CMD_DIRECT | ALG_XTS128, 0, 0);
+	rax = program(max_keyid + 1, CMD_DIRECT | alg_ctrl, 0, 0);
 	ok(prog_fails(rax, 3), "PCONFIG KeyID 2^bits: INVALID_KEYID");
 	rax = program(1, CMD_DIRECT, 0, 0);
 	ok(prog_fails(rax, 4), "PCONFIG SET_KEY_DIRECT without algorithm: INVALID_ENC_ALG");
 	rax = program(1, CMD_DIRECT | (2 << 8), 0, 0);
 	ok(prog_fails(rax, 4), "PCONFIG unknown algorithm: INVALID_ENC_ALG");
 	if (has_word("inject")) {
-		rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+		rax = program(1, CMD_DIRECT | alg_ctrl, 0x00, 0x10);
 		ok(prog_fails(rax, 5), "PCONFIG with injected DEVICE_BUSY: status 5, ZF set");
 	}
+	test_pconfig_rules(algs);
 
 	/* KeyID 1: SET_KEY_DIRECT, data key 00..0f, tweak key 10..1f */
-	rax = program(1, CMD_DIRECT | ALG_XTS128, 0x00, 0x10);
+	rax = program(1, CMD_DIRECT | alg_ctrl, 0x00, 0x10);
 	ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 1: RAX 0, ZF and status flags clear");
 	p0 = kid(0, BUF_PA);
 	p1 = kid(1, BUF_PA);
@@ -971,18 +1218,23 @@ void kmain(uint32_t mb_info)
 	}
 
 	/* NO_ENCRYPT */
-	rax = program(2, CMD_NOENC, 0, 0);
+	rax = program(2, CMD_NOENC | alg_ctrl, 0, 0);
 	ok(prog_ok(rax), "PCONFIG NO_ENCRYPT KeyID 2");
 	fill(kid(2, WORK_PA + PAGE), PAGE);
 	flush(kid(2, WORK_PA + PAGE), PAGE);
-	ok(matches(kid(0, WORK_PA + PAGE), PAGE), "NO_ENCRYPT: KeyID 0 sees the plaintext");
+	if (has_word("bypass_off"))
+		ok(all_blocks_differ(kid(0, WORK_PA + PAGE), PAGE),
+		   "NO_ENCRYPT, TME bypass off: KeyID 0 (TME key) does not see the plaintext");
+	else
+		ok(matches(kid(0, WORK_PA + PAGE), PAGE), "NO_ENCRYPT: KeyID 0 sees the plaintext");
+	ok(matches(kid(2, WORK_PA + PAGE), PAGE), "NO_ENCRYPT: KeyID 2 reads its data back");
 
 	/* CLEAR_KEY: back to KeyID 0 behaviour; old ciphertext stays garbage */
-	rax = program(3, CMD_DIRECT | ALG_XTS128, 0x40, 0x50);
+	rax = program(3, CMD_DIRECT | alg_ctrl, 0x40, 0x50);
 	ok(prog_ok(rax), "PCONFIG SET_KEY_DIRECT KeyID 3");
 	fill(kid(3, WORK_PA + 2 * PAGE), PAGE);
 	flush(kid(3, WORK_PA + 2 * PAGE), PAGE);
-	rax = program(3, CMD_CLEAR, 0, 0);
+	rax = program(3, CMD_CLEAR | alg_ctrl, 0, 0);
 	ok(prog_ok(rax), "PCONFIG CLEAR_KEY KeyID 3");
 	ok(same_bytes(kid(3, WORK_PA + 2 * PAGE), kid(0, WORK_PA + 2 * PAGE), PAGE),
 	   "CLEAR_KEY: KeyID 3 reads what KeyID 0 reads");
@@ -990,14 +1242,14 @@ void kmain(uint32_t mb_info)
 	   "CLEAR_KEY: data written under the old key reads as garbage");
 
 	/* SET_KEY_RANDOM */
-	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
+	rax = program(4, CMD_RANDOM | alg_ctrl, 0, 0);
 	ok(prog_ok(rax), "PCONFIG SET_KEY_RANDOM KeyID 4");
 	fill(kid(4, WORK_PA + 3 * PAGE), PAGE);
 	ok(matches(kid(4, WORK_PA + 3 * PAGE), PAGE), "SET_KEY_RANDOM: round trip through KeyID 4");
 	flush(kid(4, WORK_PA + 3 * PAGE), PAGE);
 	ok(all_blocks_differ(kid(0, WORK_PA + 3 * PAGE), PAGE),
 	   "SET_KEY_RANDOM: ciphertext at KeyID 0 once flushed");
-	rax = program(4, CMD_RANDOM | ALG_XTS128, 0, 0);
+	rax = program(4, CMD_RANDOM | alg_ctrl, 0, 0);
 	ok(prog_ok(rax) && all_blocks_differ(kid(4, WORK_PA + 3 * PAGE), PAGE),
 	   "SET_KEY_RANDOM again: a new key, old data is garbage");
 
@@ -1007,27 +1259,41 @@ void kmain(uint32_t mb_info)
 	 * must: clean lines would keep the old plaintext.
 	 */
 	p1 = kid(5, WORK_PA + 4 * PAGE);
-	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
+	program(5, CMD_DIRECT | alg_ctrl, 0x60, 0x70);
 	fill(p1, PAGE);
 	flush(p1, PAGE);
-	program(5, CMD_DIRECT | ALG_XTS128, 0x61, 0x70);
+	program(5, CMD_DIRECT | alg_ctrl, 0x61, 0x70);
 	ok(all_blocks_differ(p1, PAGE), "KeyID 5 with another data key reads garbage");
 	flush(p1, PAGE);
-	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x71);
+	program(5, CMD_DIRECT | alg_ctrl, 0x60, 0x71);
 	ok(all_blocks_differ(p1, PAGE), "KeyID 5 with another tweak key reads garbage");
 	flush(p1, PAGE);
-	program(5, CMD_DIRECT | ALG_XTS128, 0x60, 0x70);
+	program(5, CMD_DIRECT | alg_ctrl, 0x60, 0x70);
 	ok(matches(p1, PAGE), "KeyID 5 with its first key again reads the pattern");
 	flush(p1, PAGE);
 
 	/* Highest KeyID */
-	rax = program(max_keyid, CMD_DIRECT | ALG_XTS128, 0x80, 0x90);
+	rax = program(max_keyid, CMD_DIRECT | alg_ctrl, 0x80, 0x90);
 	fill(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE);
 	ok(prog_ok(rax) && matches(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE),
 	   "highest KeyID reads back");
 	flush(kid(max_keyid, WORK_PA + 5 * PAGE), PAGE);
 	ok(all_blocks_differ(kid(0, WORK_PA + 5 * PAGE), PAGE),
 	   "highest KeyID encrypts");
+
+	/* Both algorithms: an AES-XTS-256 KeyID beside AES-XTS-128 ones */
+	if ((algs & 5) == 5) {
+		p1 = kid(5, WORK_PA + 6 * PAGE);
+		key_len = 32;
+		rax = program(5, CMD_DIRECT | ALG_XTS256, 0xc0, 0xd0);
+		key_len = 16;
+		fill(p1, PAGE);
+		ok(prog_ok(rax) && matches(p1, PAGE),
+		   "both: an AES-XTS-256 KeyID reads back beside AES-XTS-128 ones");
+		flush(p1, PAGE);
+		ok(all_blocks_differ(kid(0, WORK_PA + 6 * PAGE), PAGE),
+		   "both: the AES-XTS-256 KeyID encrypts");
+	}
 
 	test_caches();
 
@@ -1043,6 +1309,13 @@ void kmain(uint32_t mb_info)
 		violate();
 
 done:
+	if (has_word("kid0")) {
+		fill(kid(0, KID0_PA), PAGE);
+		ok(matches(kid(0, KID0_PA), PAGE), "the pattern reads back through KeyID 0");
+		puts_("# kid0 pattern at ");
+		put_hex(KID0_PA);
+		putc_('\n');
+	}
 	puts_("1..");
 	put_dec(tests);
 	putc_('\n');
