@@ -186,6 +186,47 @@ vm_topology_cpus() {
 	fi
 }
 
+# What is wrong with MKTME_ALGORITHMS and MKTME_TME_BYPASS, if anything
+# (vm/run refuses to start with it, status 2).
+vm_cpu_error() {
+	case ${MKTME_ALGORITHMS:-aes-xts-128} in
+	aes-xts-128 | aes-xts-256 | both) ;;
+	*)
+		printf 'MKTME_ALGORITHMS=%s: want aes-xts-128, aes-xts-256 or both\n' \
+			"$MKTME_ALGORITHMS"
+		return
+		;;
+	esac
+	case ${MKTME_TME_BYPASS:-on} in
+	on | off) ;;
+	*) printf 'MKTME_TME_BYPASS=%s: want on or off\n' "$MKTME_TME_BYPASS" ;;
+	esac
+}
+
+# The -cpu argument: VM_CPU (MKTME_CPU); with TCG, tme=on,pconfig=on
+# unless it names either (the model's -cpu max has them only on request)
+# and the cache checker (MKTME_CACHE_STRICT); the algorithms "firmware"
+# activated (MKTME_ALGORITHMS: mktme-algorithms=) and TME encryption
+# bypass (MKTME_TME_BYPASS: mktme-tme-bypass=) when set and VM_CPU does
+# not name them itself.
+vm_cpu_arg() {
+	local cpu=$VM_CPU
+	if [ "$VM_ACCEL" = tcg ] && [[ $cpu != *tme=* && $cpu != *pconfig=* ]]; then
+		cpu+=,tme=on,pconfig=on
+	fi
+	if [ "$VM_ACCEL" = tcg ] && [ "${MKTME_CACHE_STRICT:-1}" = 1 ] &&
+		[[ $cpu != *mktme-cache-strict=* ]]; then
+		cpu+=,mktme-cache-strict=on
+	fi
+	if [ -n "${MKTME_ALGORITHMS:-}" ] && [[ $cpu != *mktme-algorithms=* ]]; then
+		cpu+=,mktme-algorithms=$MKTME_ALGORITHMS
+	fi
+	if [ -n "${MKTME_TME_BYPASS:-}" ] && [[ $cpu != *mktme-tme-bypass=* ]]; then
+		cpu+=,mktme-tme-bypass=$MKTME_TME_BYPASS
+	fi
+	printf '%s\n' "$cpu"
+}
+
 # What is wrong with VM_SOCKETS, VM_CPUS, VM_MAXCPUS, VM_MEM and VM_MAXMEM
 # as a topology, in one line; nothing when they make one. They are
 # positive integers (vm/run checks that).
@@ -272,14 +313,8 @@ vm_start() {
 	# The model's cache checker: a missing flush ends the run, and
 	# qemu-guest-errors.log keeps the model's report (-D keeps QEMU's
 	# stderr, qemu.log, open after -daemonize).
-	local cpu=$VM_CPU
-	if [ "$VM_ACCEL" = tcg ] && [[ $cpu != *tme=* && $cpu != *pconfig=* ]]; then
-		cpu+=,tme=on,pconfig=on
-	fi
-	if [ "$VM_ACCEL" = tcg ] && [ "${MKTME_CACHE_STRICT:-1}" = 1 ] &&
-		[[ $cpu != *mktme-cache-strict=* ]]; then
-		cpu+=,mktme-cache-strict=on
-	fi
+	local cpu
+	cpu=$(vm_cpu_arg)
 	args=(-machine q35 -accel "$VM_ACCEL" -cpu "$cpu"
 		-d guest_errors -D "$VM_STATE/qemu-guest-errors.log"
 		-m "$VM_MEM${VM_MAXMEM:+,slots=4,maxmem=${VM_MAXMEM}M}"
