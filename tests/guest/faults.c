@@ -15,12 +15,17 @@
  *   busy     the same on package 1 (device busy): package 0 was programmed
  *            and is cleared again; ENOKEY, keyids_in_use unchanged
  *   retry    one failure on each package: the retries make add_key
- *            succeed, keyids_in_use + 1
+ *            succeed, keyids_in_use + 1; a page encrypted with the key
+ *            reads back ("region cpu keyid=K")
  *   update   package 1 fails 5 times again: keyctl update of the key fails
- *            with ENOKEY, package 0 gets the key's old data back, and the
- *            key still encrypts memory that reads back
- *   done     the key is in use ("region cpu keyid=K"): the host looks at
- *            both packages' tables
+ *            with ENOKEY; package 0 got a new random key and no command
+ *            gives the old one back, so the KeyID is cleared everywhere
+ *            and the key rejected: encrypt_mprotect() fails with
+ *            EKEYREJECTED
+ *   rejected the host sees the KeyID cleared on both packages; then an
+ *            update succeeds and the key encrypts memory again
+ *   done     the host sees the KeyID random on both packages, each with a
+ *            key of its own
  */
 #include <sys/mman.h>
 #include <unistd.h>
@@ -46,7 +51,7 @@ int main(void)
 	long n0, now, keyid = -1;
 	char *p;
 
-	plan(9);
+	plan(12);
 	require_mktme();
 	n0 = settled_keyids_in_use();
 	printf("faults: keyids_in_use %ld\n", n0);
@@ -62,10 +67,6 @@ int main(void)
 		diag("add_key: %s", strerror(errno));
 	now = settled_keyids_in_use();
 	ok(now == n0 + 1, "keyids_in_use %ld -> %ld", n0, now);
-
-	pause_for_host("faults", "update");
-	is_errno(keyctl_update(key, CPU_KEY, strlen(CPU_KEY)), ENOKEY,
-		 "update while package 1 keeps failing: ENOKEY");
 	p = map_anon(PAGE, MAP_PRIVATE);
 	if (p && key != -1 &&
 	    !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key)) {
@@ -73,8 +74,29 @@ int main(void)
 		keyid = keyid_of(p);
 	}
 	ok(keyid > 0 && mismatch(p, PAGE, 5) == -1,
-	   "the key still works: a page encrypted with it (KeyID %ld) reads back", keyid);
+	   "a page encrypted with the key (KeyID %ld) reads back", keyid);
 	printf("region cpu keyid=%ld\n", keyid);
+	if (p)
+		munmap(p, PAGE);
+
+	pause_for_host("faults", "update");
+	is_errno(keyctl_update(key, CPU_KEY, strlen(CPU_KEY)), ENOKEY,
+		 "update while package 1 keeps failing: ENOKEY");
+	p = map_anon(PAGE, MAP_PRIVATE);
+	is_errno(p ? encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key) : -1,
+		 EKEYREJECTED,
+		 "... and the key is rejected (a cpu key cannot be given back): encrypt_mprotect() fails with EKEYREJECTED");
+
+	pause_for_host("faults", "rejected");
+	ok(!keyctl_update(key, CPU_KEY, strlen(CPU_KEY)),
+	   "an update without failures succeeds (%s)", strerror(errno));
+	keyid = -1;
+	if (p && !encrypt_mprotect(p, PAGE, PROT_READ | PROT_WRITE, key)) {
+		fill(p, PAGE, 6);
+		keyid = keyid_of(p);
+	}
+	ok(keyid > 0 && mismatch(p, PAGE, 6) == -1,
+	   "the key encrypts again: a page (KeyID %ld) reads back", keyid);
 	pause_for_host("faults", "done");
 	return done();
 }

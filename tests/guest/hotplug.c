@@ -10,6 +10,11 @@
  *                 refused (EPERM) while the key's KeyID is in use, and
  *                 works once it is released
  *     user-saved  a user key with mktme_savekeys: onlining works
+ *     returning   a cpu key encrypts memory of package 1 (NUMA node 1,
+ *                 so package 1's table encrypts it); package 1 goes
+ *                 offline and comes back: its table keeps the key (a
+ *                 new random key would make the memory unreadable), and
+ *                 the memory reads back on both packages
  *   hotplug hotadd        alone, on 2 sockets, 2 CPUs, 4 possible: CPUs
  *                 hot-added by the host with another TME configuration
  *                 are refused while KeyIDs are in use, and CPU 1, like
@@ -20,17 +25,23 @@
  * online and its keys and memory released.
  * One process keeps the memory and moves itself between the packages with
  * sched_setaffinity(): it takes package 1 offline, fills the memory on CPU
- * 0, brings package 1 back and reads the memory on CPU 2 (through package
- * 1's key table), writes it there and reads it back on CPU 0.
+ * 0 (node 0's memory: package 0's key table), brings package 1 back and
+ * reads the memory on CPU 2, writes it there and reads it back on CPU 0.
+ * Package 1's table holds its own key for a cpu KeyID, which only memory
+ * of node 1 uses: "returning" tests that one.
  *
  * For the host it prints "region NAME keyid=K pa=0x... seed=S", and at
  * each pause "hotplug: pause NAME" (offline: package 1 is offline and the
- * keys are in use; online: package 1 is back); it then waits for a line on
+ * keys are in use; online: package 1 is back; kept-before and kept-after:
+ * the returning scenario's key in use, before package 1 goes offline and
+ * after it is back); it then waits for a line on
  * stdin (the host's "go", through ssh) for up to 120 s, and goes on
  * anyway after that ("hotplug: resumed NAME").
  */
+#include <linux/mempolicy.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mktme.h"
@@ -154,7 +165,7 @@ static void across_packages(struct region *r, int n)
 		return;
 	for (i = 0; i < n; i++)
 		ok(reads_back(&r[i], i + 1),
-		   "%s: the data filled on CPU 0 reads back on CPU 2 (KeyID %ld, package 1's table)",
+		   "%s: the data filled on CPU 0 reads back on CPU 2 (KeyID %ld)",
 		   r[i].name, r[i].keyid);
 	fill(r[0].p, LEN, 11);
 	cpu = pin(0);
@@ -186,6 +197,49 @@ static void cpu_keys(void)
 	pause_for_host("hotplug", "online");
 	for (i = 0; i < 2; i++)
 		region_release(&r[i]);
+}
+
+/*
+ * Memory of node 1 is encrypted by package 1's table: a cpu key there
+ * must survive package 1 going offline and coming back.
+ */
+#define RETURNING_POINTS 9
+static void returning_package(void)
+{
+	struct region r = { .name = "node1" };
+	unsigned long node1 = 1UL << 1;
+	int cpu = pin(2), on1;
+
+	ok(cpu == 2, "running on CPU 2 (package 1): sched_getcpu() %d", cpu);
+	r.key = mktme_add(r.name, CPU_KEY);
+	r.p = map_anon(LEN, MAP_PRIVATE);
+	if (r.key == -1 || !r.p ||
+	    syscall(SYS_mbind, r.p, LEN, MPOL_BIND, &node1, 8 * sizeof(node1), 0) ||
+	    encrypt_mprotect(r.p, LEN, PROT_READ | PROT_WRITE, r.key))
+		bail_out("%s: key %d, map %p, mbind or encrypt_mprotect: %s",
+			 r.name, r.key, r.p, strerror(errno));
+	fill(r.p, LEN, 7);
+	r.keyid = keyid_of(r.p);
+	on1 = pages_on_node(r.p, NPAGES, 1);
+	printf("region %s keyid=%ld pa=0x%llx seed=7\n", r.name, r.keyid,
+	       (unsigned long long)phys_addr(r.p));
+	ok(r.keyid > 0 && on1 == NPAGES,
+	   "%s: %d pages of node 1 (%d are) encrypted with cpu KeyID %ld, filled on CPU 2",
+	   r.name, NPAGES, on1, r.keyid);
+	pause_for_host("hotplug", "kept-before");
+	package1_offline();
+	ok(reads_back(&r, 7),
+	   "%s: package 1 offline: its memory reads back on CPU 0 (its memory controller still works)",
+	   r.name);
+	package1_online();
+	pause_for_host("hotplug", "kept-after");
+	cpu = pin(2);
+	ok(cpu == 2 && reads_back(&r, 7),
+	   "%s: package 1 back: the data reads back on CPU 2: its table kept KeyID %ld's key",
+	   r.name, r.keyid);
+	cpu = pin(0);
+	ok(cpu == 0 && reads_back(&r, 7), "%s: ... and on CPU 0", r.name);
+	region_release(&r);
 }
 
 #define USER_KEY_POINTS(saved) ((saved) ? 10 : 13)
@@ -249,7 +303,7 @@ static void user_key(int saved)
  */
 static const char *const hotadd_kinds[] = { "bits", "nopconfig" };
 #define NR_HOTADD 2
-#define HOTADD_POINTS (1 + 1 + 2 * NR_HOTADD + 1 + 2 + 1 + 1 + 2)
+#define HOTADD_POINTS (1 + 1 + 2 * NR_HOTADD + 1 + 2 + 1 + 1 + 3)
 
 /* Wait up to 30 s for CPU to appear in sysfs; its "online", or -1. */
 static long wait_cpu_present(int cpu)
@@ -314,10 +368,18 @@ static void hot_added(void)
 	ok(!err && cpu_value(1, "online") == 1 && mktme_sysfs("nr_keyids") == nr,
 	   "no KeyID in use: CPU 1 goes offline and online again (%s) and MKTME stays (nr_keyids %ld)",
 	   err ? strerror(err) : "writes ok", mktme_sysfs("nr_keyids"));
-	err = cpu_set_online(2, 1);
-	ok(!err && cpu_value(2, "online") == 1 && mktme_sysfs("nr_keyids") == 0,
-	   "no KeyID in use: CPU 2 comes online (%s) and MKTME is disabled (nr_keyids %ld)",
+	/*
+	 * The CPU without PCONFIG first, as the first of package 1, whose
+	 * table missed KeyIDs cleared while it was absent: MKTME goes, and
+	 * nothing may be programmed (PCONFIG there would be #UD).
+	 */
+	err = cpu_set_online(3, 1);
+	ok(!err && cpu_value(3, "online") == 1 && mktme_sysfs("nr_keyids") == 0,
+	   "no KeyID in use: CPU 3 (no PCONFIG), the first of package 1, comes online (%s) and MKTME is disabled (nr_keyids %ld)",
 	   err ? strerror(err) : "write ok", mktme_sysfs("nr_keyids"));
+	err = cpu_set_online(2, 1);
+	ok(!err && cpu_value(2, "online") == 1,
+	   "CPU 2 (5 KeyID bits) comes online too (%s)", err ? strerror(err) : "write ok");
 	key = mktme_add("hotadd3", CPU_KEY);
 	err = errno;
 	ok(key == -1 && err == ENOKEY, "add_key of a cpu key fails with ENOKEY (%s)",
@@ -335,6 +397,8 @@ static int scenario_points(const char *name)
 		return USER_KEY_POINTS(0);
 	if (!strcmp(name, "user-saved"))
 		return USER_KEY_POINTS(1);
+	if (!strcmp(name, "returning"))
+		return RETURNING_POINTS;
 	if (!strcmp(name, "hotadd"))
 		return HOTADD_POINTS;
 	return -1;
@@ -347,6 +411,8 @@ static void run_scenario(const char *name)
 		cpu_keys();
 	else if (!strcmp(name, "hotadd"))
 		hot_added();
+	else if (!strcmp(name, "returning"))
+		returning_package();
 	else
 		user_key(!strcmp(name, "user-saved"));
 	pin(0);
@@ -365,7 +431,7 @@ int main(int argc, char **argv)
 		points += n;
 	}
 	if (argc < 2 || i < argc) {
-		fprintf(stderr, "usage: %s cpu|user|user-saved... | %s hotadd\n",
+		fprintf(stderr, "usage: %s cpu|user|user-saved|returning... | %s hotadd\n",
 			argv[0], argv[0]);
 		return 2;
 	}

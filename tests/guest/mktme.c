@@ -522,6 +522,30 @@ uint64_t phys_addr(const void *p)
 	return PM_PFN(e) * PAGE;
 }
 
+long sys_move_pages(unsigned long n, void **pages, const int *nodes,
+		    int *status, int flags)
+{
+	return syscall(SYS_move_pages, 0, n, pages, nodes, status, flags);
+}
+
+int pages_on_node(void *p, int n, int node)
+{
+	void **pages = calloc(n, sizeof(*pages));
+	int *status = calloc(n, sizeof(*status));
+	int i, count = -1;
+
+	if (pages && status) {
+		for (i = 0; i < n; i++)
+			pages[i] = (char *)p + (size_t)i * PAGE;
+		if (!sys_move_pages(n, pages, NULL, status, 0))
+			for (count = 0, i = 0; i < n; i++)
+				count += status[i] == node;
+	}
+	free(pages);
+	free(status);
+	return count;
+}
+
 void *map_anon(size_t len, int flags)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS,

@@ -191,6 +191,11 @@ int vma_prot(const void *addr);
 int pagemap(const void *p, size_t n, uint64_t *e);
 /* The physical (KeyID 0) address of the page at p, 0 if it is not present. */
 uint64_t phys_addr(const void *p);
+/* move_pages(2) of the calling process, without libnuma. */
+long sys_move_pages(unsigned long n, void **pages, const int *nodes,
+		    int *status, int flags);
+/* How many of the n pages from p are on NUMA node node; -1 on error. */
+int pages_on_node(void *p, int n, int node);
 
 void sleep_ms(int ms);
 

@@ -829,12 +829,6 @@ static void test_swap(void)
 #define MIGRATE_PAGES 16
 #define NR_MIGRATE (NR_KINDS * MIGRATE_PAGES)
 
-static long sys_move_pages(unsigned long n, void **pages, const int *nodes,
-		       int *status, int flags)
-{
-	return syscall(SYS_move_pages, 0, n, pages, nodes, status, flags);
-}
-
 /* How many of the n pages move_pages() says are on node. */
 static int on_node(void **pages, int n, int node, int *status)
 {

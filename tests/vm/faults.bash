@@ -15,8 +15,12 @@
 #   retry    package 1 failed 5 times, the tables agree; one failure on
 #            each package: add_key succeeds on a retry
 #   update   each package failed once; 5 device busy on package 1:
-#            keyctl update fails, package 0 gets the old key back
-#   done     the key's KeyID is programmed alike on both packages
+#            keyctl update of the cpu key fails; package 0 got a new random
+#            key, and no command gives a random key back
+#   rejected package 1 failed 5 times; the KeyID is cleared on both
+#            packages (the key is rejected)
+#   done     after an update without failures, the KeyID is random on
+#            both packages, each with a key of its own
 #
 # Gives faults_line and faults_pause, for the boot's handler of hosted_run.
 
@@ -67,7 +71,7 @@ faults_inject() {
 # faults_agree WHEN: one TAP point, every KeyID alike in both tables.
 faults_agree() {
 	tap_check "faults: host: $1: both packages' key tables agree on every KeyID" \
-		qmp same "$sock"
+		qmp agree "$sock"
 }
 
 # faults_pause NAME: the host's turn at the faults program's pause NAME.
@@ -105,14 +109,23 @@ faults_pause() {
 		faults_inject 1 5 device-busy
 		faults_snapshot
 		;;
-	done)
-		tap_check "faults: host: the key's KeyID ${faults_keyid:-?} is programmed (direct) on package 0" \
-			qmp state "$sock" 0 direct "${faults_keyid:-?}"
-		tap_check "faults: host: ... and on package 1, with the same fingerprint (the failed update was undone)" \
-			qmp same "$sock" "${faults_keyid:-?}"
+	rejected)
 		faults_snapshot
 		tap_check "faults: host: the update tried package 1 five times, nothing left to inject" \
 			faults_counters 0 0 0 5
+		tap_check "faults: host: the rejected key's KeyID ${faults_keyid:-?} is cleared on package 0" \
+			qmp state "$sock" 0 clear "${faults_keyid:-?}"
+		tap_check "faults: host: ... and on package 1" \
+			qmp state "$sock" 1 clear "${faults_keyid:-?}"
+		;;
+	done)
+		tap_check "faults: host: updated again, KeyID ${faults_keyid:-?} is random on package 0" \
+			qmp state "$sock" 0 random "${faults_keyid:-?}"
+		tap_check "faults: host: ... and on package 1, with a key of its own" \
+			qmp agree "$sock" "${faults_keyid:-?}"
+		faults_snapshot
+		tap_check "faults: host: the successful update failed nowhere" \
+			faults_counters 0 0 0 0
 		;;
 	esac
 }

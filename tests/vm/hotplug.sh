@@ -8,26 +8,33 @@
 # the memory on CPU 2 (package 1's key table), writes it there and reads
 # it back on CPU 0.
 #
-# Boot 1, without mktme_savekeys, two scenarios one after the other:
+# Boot 1, without mktme_savekeys, three scenarios one after the other:
 #   cpu keys            two cpu keys: onlining works; over QMP, before it
 #                       package 1's table does not have the KeyIDs
-#                       (control), after it it equals package 0's, KeyID by
-#                       KeyID (state and fingerprint)
+#                       (control), after it it holds them as random keys of
+#                       its own: the state of package 0's, another
+#                       fingerprint (each package's CPU made its key)
+#   returning package   a cpu key encrypts memory of node 1 (package 1's
+#                       table); package 1 goes offline and comes back: over
+#                       QMP its key for the KeyID has the same fingerprint
+#                       before and after, and the memory reads back
 #   user key            a user key: CPU 2 (and 3) cannot come online (EPERM)
 #                       while its KeyID is in use, the kernel says why in
 #                       dmesg; after munmap and invalidating the key,
 #                       onlining works
 # Boot 2, with --append mktme_savekeys:
 #   user key, saved     onlining works, the data reads back on CPU 2, and
-#                       the tables are checked as for cpu keys
+#                       package 1's table holds the KeyID programmed
+#                       (direct) with package 0's key (same fingerprint)
 # Boot 3, "--sockets 2 --cpus 2 --maxcpus 4" (socket 1 empty):
 #   hot-added CPUs      with a cpu key in use, the host hot-adds (QMP
 #                       device_add) two CPUs into socket 1, each unlike
 #                       the boot CPU in one way: 5 KeyID bits instead of 6,
 #                       no PCONFIG; each is refused (EINVAL) and
 #                       dmesg says why, MKTME stays and CPU 1 still comes
-#                       and goes; once no KeyID is in use, the first comes
-#                       online and MKTME is disabled
+#                       and goes; once no KeyID is in use, the one without
+#                       PCONFIG comes online first (nothing is programmed
+#                       there) and MKTME is disabled, then the other
 #
 # The guest's TAP points are relayed, prefixed by the boot's label; the
 # plan line comes last. About a minute per boot under TCG, mostly booting.
@@ -44,7 +51,20 @@ top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/vm/hosted.bash
 . "$here/hosted.bash"
 
-keyids=() dmesg_lines=()
+keyids=() dmesg_lines=() scenario='' kept_fingerprint=''
+
+# same_fingerprint BEFORE AFTER: one random key, before and after.
+same_fingerprint() {
+	[ "${1%% *}" = random ] && [ "$1" = "$2" ]
+}
+
+# The state a scenario's keys have in the tables: cpu keys are random.
+key_state() {
+	case $scenario in
+	user*) echo direct ;;
+	*) echo random ;;
+	esac
+}
 
 # A handler of hosted_run: KeyIDs from "region" lines, dmesg lines, and at
 # the pauses the key tables.
@@ -53,7 +73,7 @@ on_guest() {
 	line)
 		# The KeyIDs of the current scenario.
 		if [[ $2 == "scenario "* ]]; then
-			keyids=()
+			keyids=() scenario=${2#scenario }
 		elif [[ $2 =~ ^region\ [a-z0-9]+\ keyid=([0-9]+) ]]; then
 			keyids+=("${BASH_REMATCH[1]}")
 		elif [[ $2 == dmesg:* ]]; then
@@ -69,16 +89,29 @@ on_guest() {
 				qmp hotadd "$sock" 1 "$core" "${hotadd_props[$kind]}"
 			;;
 		offline)
-			tap_check "$label: host: package 1 offline: KeyIDs ${keyids[*]} are programmed (direct) on package 0" \
-				qmp state "$sock" 0 direct "${keyids[@]}"
+			tap_check "$label: host: package 1 offline: KeyIDs ${keyids[*]} are programmed ($(key_state)) on package 0" \
+				qmp state "$sock" 0 "$(key_state)" "${keyids[@]}"
 			tap_check "$label: host: ... and unprogrammed on package 1 (control)" \
 				qmp state "$sock" 1 unprogrammed "${keyids[@]}"
 			;;
 		online)
-			tap_check "$label: host: package 1 online: KeyIDs ${keyids[*]} are programmed (direct) on package 1" \
-				qmp state "$sock" 1 direct "${keyids[@]}"
-			tap_check "$label: host: package 1's key table is package 0's, KeyID by KeyID (state and fingerprint)" \
-				qmp same "$sock"
+			tap_check "$label: host: package 1 online: KeyIDs ${keyids[*]} are programmed ($(key_state)) on package 1" \
+				qmp state "$sock" 1 "$(key_state)" "${keyids[@]}"
+			tap_check "$label: host: package 1's key table agrees with package 0's (direct: same key; random: a key of its own)" \
+				qmp agree "$sock"
+			;;
+		kept-before)
+			kept_fingerprint=$(qmp fingerprint "$sock" 1 "${keyids[0]:-0}") || kept_fingerprint=
+			tap_check "$label: host: cpu KeyID ${keyids[*]} is random on package 1 ($kept_fingerprint)" \
+				test "${kept_fingerprint%% *}" = random
+			tap_check "$label: host: ... and package 0 holds another random key for it" \
+				qmp agree "$sock" "${keyids[0]:-0}"
+			;;
+		kept-after)
+			local now
+			now=$(qmp fingerprint "$sock" 1 "${keyids[0]:-0}") || now=
+			tap_check "$label: host: package 1 back online keeps KeyID ${keyids[*]}'s key: $now (was $kept_fingerprint)" \
+				same_fingerprint "$kept_fingerprint" "$now"
 			;;
 		esac
 		;;
@@ -129,7 +162,8 @@ if [ ! -x "$work/hotplug" ]; then
 	exit 1
 fi
 
-boot "cpu keys, user key" "offline online" "cpu user" --cpus 4
+boot "cpu keys, returning package, user key" "offline online kept-before kept-after" \
+	"cpu returning user" --cpus 4
 tap_check "user key: dmesg says why CPU 2 stayed offline (KeyID ${keyids[*]:-?})" \
 	refused 2 "${keyids[0]:-?}"
 tap_check "user key: ... and CPU 3" refused 3 "${keyids[0]:-?}"

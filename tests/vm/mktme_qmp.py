@@ -6,11 +6,15 @@ and tests/vm/faults.bash (the QMP client is vm/qmp.py's).
         every KEYID of package PKG's table is in STATE (unprogrammed,
         direct, random, clear, no-encrypt), with a fingerprint if STATE is
         direct or random; prints each, status 1 if any is not
-  mktme_qmp.py same SOCKET [KEYID...]
-        every package's table is package 0's, KeyID by KeyID (state and
-        fingerprint), for every KeyID or only those given; prints the
-        differences and package 0's programmed KeyIDs, status 1 if there
-        is any difference
+  mktme_qmp.py agree SOCKET [KEYID...]
+        every package's table agrees with package 0's, KeyID by KeyID, for
+        every KeyID or only those given: the same state; for a direct key
+        the same fingerprint, for a random key (a cpu key, which each
+        package makes itself) a different one; prints the disagreements
+        and package 0's programmed KeyIDs, status 1 if there is any
+  mktme_qmp.py fingerprint SOCKET PKG KEYID
+        prints the state and fingerprint ("-" if none) of KEYID in package
+        PKG's table
   mktme_qmp.py field SOCKET PKG NAME
         prints package PKG's NAME (program-count, fail-count,
         inject-remaining)
@@ -69,17 +73,22 @@ def state(sock, pkg, want, ids):
     return 1 if bad else 0
 
 
-def same(sock, only):
+def agree(sock, only):
     pkgs = packages(sock)
     ref = keyids(pkgs[0])
     bad = 0
     for p in pkgs[1:]:
         table = keyids(p)
         for k in sorted(only or set(ref) | set(table)):
-            if table.get(k) != ref.get(k):
+            mine, theirs = ref.get(k, ("absent", "-")), table.get(k, ("absent", "-"))
+            if mine[0] == "random":
+                good = theirs[0] == "random" and "-" not in (mine[1], theirs[1]) \
+                    and mine[1] != theirs[1]
+            else:
+                good = mine == theirs
+            if not good:
                 print("KeyID %d: package 0 %s, package %d %s" %
-                      (k, " ".join(ref.get(k, ("absent",))), p["package"],
-                       " ".join(table.get(k, ("absent",)))))
+                      (k, " ".join(mine), p["package"], " ".join(theirs)))
                 bad += 1
     programmed = ["%d %s %s" % (k, st, fp) for k, (st, fp) in sorted(ref.items())
                   if st != "unprogrammed"]
@@ -160,8 +169,12 @@ def main(argv):
         return 0
     if len(argv) >= 6 and argv[1] == "state":
         return state(argv[2], int(argv[3]), argv[4], [int(k) for k in argv[5:]])
-    if len(argv) >= 3 and argv[1] == "same":
-        return same(argv[2], [int(k) for k in argv[3:]])
+    if len(argv) >= 3 and argv[1] == "agree":
+        return agree(argv[2], [int(k) for k in argv[3:]])
+    if len(argv) == 5 and argv[1] == "fingerprint":
+        print(" ".join(keyids(packages(argv[2])[int(argv[3])])
+                       .get(int(argv[4]), ("absent", "-"))))
+        return 0
     if len(argv) == 5 and argv[1] == "field":
         print(packages(argv[2])[int(argv[3])][argv[4]])
         return 0
